@@ -1,0 +1,3 @@
+from voicecli.cli import main
+
+main()

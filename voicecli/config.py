@@ -1,0 +1,168 @@
+"""One settings object: defaults < config file < environment < flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from voicecli.errors import VoiceCliError
+
+DEFAULT_CONFIG_PATH = Path("~/.config/voicecli/config.toml")
+
+
+@dataclass
+class Settings:
+    # Speech
+    voice: str = "af_heart"
+    speed: float = 1.0
+    lang: str | None = None  # KPipeline lang_code; None: from the voice's first letter
+    model_dir: Path | None = None  # local Kokoro files; None: the hub at a pinned revision
+    # Remote synthesis (SageMaker endpoint, or a local `voicecli serve`)
+    sagemaker_endpoint: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    # Output
+    device: str | None = None  # sounddevice index or name; None: the default output
+    output: Path | None = None  # WAV file
+    play: bool | None = None  # None: play unless --output was given
+    blocksize: int = 1200  # frames per device callback (50 ms at 24 kHz)
+    # Backpressure: how much work may wait ahead of the listener
+    max_sentences_ahead: int = 32  # sentences waiting for the synthesizer
+    max_audio_ahead: float = 10.0  # seconds of synthesized audio waiting in the ring buffer
+    # Text handoff
+    buffered: bool = False  # release text only when the reply or input is complete
+    fast_first: bool = True  # cut the first chunk of a chat reply at a clause boundary
+    code: str = "placeholder"  # how code is spoken: placeholder | skip | read
+    # LLM
+    llm: str = "auto"  # auto | local | openai
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str = "gpt-4o-mini"
+    llm_model_path: Path | None = None  # GGUF file for the embedded LLM
+    system_prompt: str = (
+        "You are a helpful voice assistant. Answer in short, natural spoken sentences."
+    )
+    temperature: float | None = None
+    max_tokens: int | None = None
+    # Reporting
+    timings: bool = False
+    verbose: bool = False
+    log_file: Path | None = None
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+ENV_ALIASES = {
+    "base_url": ("OPENAI_BASE_URL",),
+    "api_key": ("OPENAI_API_KEY",),
+    "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+}
+
+
+def _field_types() -> dict[str, Any]:
+    hints = get_type_hints(Settings)
+    return {f.name: hints[f.name] for f in fields(Settings)}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    kind = _field_types()[name]
+    text = str(kind)
+    if value is None:
+        return None
+    try:
+        if "Path" in text:
+            return Path(str(value)).expanduser()
+        if "bool" in text:
+            if isinstance(value, bool):
+                return value
+            lowered = str(value).strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(f"{value!r} is not true or false")
+        if "float" in text:
+            if isinstance(value, bool):
+                raise ValueError("a boolean is not a number")
+            return float(value)
+        if "int" in text:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(f"{value!r} is not a whole number")
+            return int(value)
+        if not isinstance(value, str | int | float):
+            raise ValueError(f"{value!r} is not text")
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise VoiceCliError(f"Setting {name!r} from {source}: {exc}.") from None
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise VoiceCliError(f"Config file {path} does not exist.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise VoiceCliError(f"Config file {path} cannot be read: {exc}.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise VoiceCliError(f"Config file {path} is not valid TOML: {exc}.") from None
+    known = _field_types()
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise VoiceCliError(
+            f"Config file {path} has unknown setting(s): {', '.join(unknown)}. "
+            "See config.example.toml for the list.")
+    return {k: _coerce(k, v, f"config file {path}") for k, v in data.items()}
+
+
+def from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for name in _field_types():
+        for var in (f"VOICECLI_{name.upper()}", *ENV_ALIASES.get(name, ())):
+            if env.get(var):
+                out[name] = _coerce(name, env[var], f"environment variable {var}")
+                break
+    return out
+
+
+def resolve(config_path: Path | None = None, flags: dict[str, Any] | None = None,
+            environ: dict[str, str] | None = None) -> Settings:
+    """Merge defaults < config file < environment < flags (flags that are None are unset)."""
+    values: dict[str, Any] = {}
+    path = config_path
+    if path is None:
+        env = os.environ if environ is None else environ
+        path = Path(env["VOICECLI_CONFIG"]) if env.get("VOICECLI_CONFIG") else None
+    if path is not None:
+        values.update(load_file(Path(path).expanduser()))
+    else:
+        default = DEFAULT_CONFIG_PATH.expanduser()
+        if default.is_file():
+            values.update(load_file(default))
+    values.update(from_env(environ))
+    for name, value in (flags or {}).items():
+        if value is not None:
+            values[name] = _coerce(name, value, f"flag --{name.replace('_', '-')}")
+    settings = Settings(**values)
+    validate(settings)
+    return settings
+
+
+def validate(s: Settings) -> None:
+    if s.code not in ("placeholder", "skip", "read"):
+        raise VoiceCliError(f"Setting code={s.code!r}: use placeholder, skip or read.")
+    if s.llm not in ("auto", "local", "openai"):
+        raise VoiceCliError(f"Setting llm={s.llm!r}: use auto, local or openai.")
+    if not 0.5 <= s.speed <= 2.0:
+        raise VoiceCliError(f"Setting speed={s.speed}: use 0.5 to 2.0.")
+    if not 64 <= s.blocksize <= 24000:
+        raise VoiceCliError(f"Setting blocksize={s.blocksize}: use 64 to 24000 frames.")
+    if s.max_sentences_ahead < 1:
+        raise VoiceCliError("Setting max_sentences_ahead must be at least 1.")
+    if s.max_audio_ahead < 0.5:
+        raise VoiceCliError("Setting max_audio_ahead must be at least 0.5 seconds.")

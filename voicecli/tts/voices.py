@@ -1,0 +1,93 @@
+"""Kokoro-82M's voice catalogue and voice specs (single names or blends)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Kokoro-82M v1.0 voices (hexgrad/Kokoro-82M VOICES.md). The first letter is
+# the language (KPipeline lang_code), the second the gender.
+LANGUAGES = {
+    "a": "American English",
+    "b": "British English",
+    "e": "Spanish",
+    "f": "French",
+    "h": "Hindi",
+    "i": "Italian",
+    "j": "Japanese",
+    "p": "Brazilian Portuguese",
+    "z": "Mandarin Chinese",
+}
+
+CATALOGUE = {
+    "a": "af_heart af_alloy af_aoede af_bella af_jessica af_kore af_nicole af_nova af_river "
+         "af_sarah af_sky am_adam am_echo am_eric am_fenrir am_liam am_michael am_onyx am_puck "
+         "am_santa",
+    "b": "bf_alice bf_emma bf_isabella bf_lily bm_daniel bm_fable bm_george bm_lewis",
+    "e": "ef_dora em_alex em_santa",
+    "f": "ff_siwis",
+    "h": "hf_alpha hf_beta hm_omega hm_psi",
+    "i": "if_sara im_nicola",
+    "j": "jf_alpha jf_gongitsune jf_nezumi jf_tebukuro jm_kumo",
+    "p": "pf_dora pm_alex pm_santa",
+    "z": "zf_xiaobei zf_xiaoni zf_xiaoxiao zf_xiaoyi zm_yunjian zm_yunxi zm_yunxia zm_yunyang",
+}
+
+HUB_VOICES = tuple(v for names in CATALOGUE.values() for v in names.split())
+
+# English G2P (misaki) is what voicecli installs; other languages need extras.
+INSTALLED_LANGS = ("a", "b")
+
+
+def gender(voice: str) -> str:
+    return {"f": "female", "m": "male"}.get(voice[1:2], "unknown")
+
+
+def language(voice: str) -> str:
+    return LANGUAGES.get(voice[:1], "unknown")
+
+
+@dataclass(frozen=True)
+class VoiceSpec:
+    """A voice or a weighted blend, e.g. ``af_heart+am_adam`` or ``af_heart:0.7+am_adam:0.3``.
+
+    Kokoro itself blends with ``,``; both separators are accepted.
+    """
+
+    parts: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def parse(cls, spec: str) -> VoiceSpec:
+        from voicecli.errors import VoiceCliError
+
+        parts: list[tuple[str, float]] = []
+        for raw in spec.replace(",", "+").split("+"):
+            raw = raw.strip()
+            if not raw:
+                continue
+            name, _, weight = raw.partition(":")
+            try:
+                w = float(weight) if weight else 1.0
+            except ValueError:
+                raise VoiceCliError(
+                    f"Voice weight {weight!r} in {spec!r} is not a number. "
+                    "Write blends as af_heart+am_adam or af_heart:0.7+am_adam:0.3."
+                ) from None
+            if w <= 0:
+                raise VoiceCliError(f"Voice weight in {spec!r} must be positive.")
+            parts.append((name.strip(), w))
+        if not parts:
+            raise VoiceCliError("No voice given. Run `voicecli voices` to list them.")
+        return cls(tuple(parts))
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.parts]
+
+    @property
+    def lang_code(self) -> str:
+        """The language of the first voice, as KPipeline's lang_code."""
+        first = self.names[0]
+        return first[0] if first[:1] in LANGUAGES and first[1:2] in "fm" else "a"
+
+    def __str__(self) -> str:
+        return "+".join(n if w == 1.0 else f"{n}:{w:g}" for n, w in self.parts)

@@ -217,10 +217,23 @@ class KokoroSynthesizer:
         self.voice = load_voice(self.files, spec)
         self.spec = spec
 
-    def synthesize(self, text: str, cancel: CancelToken | None = None) -> Iterator[np.ndarray]:
-        """Audio chunks for one piece of text, stopping at the next chunk after cancel."""
+    def synthesize(self, text: str, cancel: CancelToken | None = None,
+                   voice: str | None = None, speed: float | None = None) -> Iterator[np.ndarray]:
+        """Audio chunks for one piece of text, stopping at the next chunk after cancel.
+
+        ``voice`` (a spec such as ``af_heart+am_adam``) and ``speed`` override the
+        defaults for this text only; the server uses them for per-request voices.
+        """
+        pack = self.voice
+        if voice is not None:
+            # Packs are cached by spec so a server answering many requests reads each once.
+            packs = self.__dict__.setdefault("_voice_packs", {})
+            if voice not in packs:
+                packs[voice] = load_voice(self.files, VoiceSpec.parse(voice))
+            pack = packs[voice]
         with self._lock:
-            results = self.pipeline(text, voice=self.voice, speed=self.speed, split_pattern=None)
+            results = self.pipeline(text, voice=pack, speed=self.speed if speed is None else speed,
+                                    split_pattern=None)
             try:
                 for result in results:
                     if cancel is not None and cancel.cancelled:

@@ -1,0 +1,1 @@
+"""The SageMaker-compatible speech server (``voicecli serve``) and its wire protocol."""

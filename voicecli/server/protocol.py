@@ -1,0 +1,224 @@
+"""voicecli's speech wire protocol, version 1, shared by the server and its clients.
+
+Every message says its type, and nothing is guessed from a frame's first byte:
+
+* Control messages are JSON objects ``{"v": 1, "type": ..., ...}``. On a WebSocket
+  they travel as text frames, or as binary frames (SageMaker delivers every request
+  PayloadPart whose DataType is BINARY, the default, as a binary frame).
+* Binary frames from the server start with a fixed header: ``MAGIC`` (4 bytes),
+  the protocol version (1 byte) and a frame kind (1 byte). Kind ``AUDIO`` carries
+  int16 little-endian mono PCM at ``SAMPLE_RATE`` for one request; kind ``CONTROL``
+  carries a control message as UTF-8 JSON (used where a transport has no text
+  frames, such as the framed HTTP stream below).
+* A binary frame from a client is recognised as control if it carries the same
+  header with kind ``CONTROL``, or if it is a UTF-8 JSON object with a ``type``
+  field. ``MAGIC`` cannot begin a JSON document, so the two never collide, and
+  anything else is rejected with ``error`` code ``bad_frame``.
+
+Audio frame layout, after the 6-byte header::
+
+    u8 request-id length n | n bytes request id (UTF-8) | u32 sequence (big-endian) | PCM
+
+The framed HTTP stream (``POST /invocations`` with ``Accept: STREAM_MEDIA_TYPE``)
+sends the same binary frames, each preceded by its length as a big-endian u32,
+because HTTP chunks (and SageMaker PayloadParts) may split or merge frames.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+VERSION = 1
+MAGIC = b"VCLI"
+SAMPLE_RATE = 24_000
+SAMPLE_FORMAT = "pcm_s16le"
+STREAM_MEDIA_TYPE = "application/x-voicecli-stream"
+
+KIND_AUDIO = 0x01
+KIND_CONTROL = 0x02
+
+_HEADER = struct.Struct("!4sBB")
+_SEQ = struct.Struct("!I")
+_LENGTH = struct.Struct("!I")
+
+MAX_REQUEST_ID_BYTES = 64
+
+# Client -> server message types.
+SPEAK = "speak"  # request_id, text, optional voice and speed
+CANCEL = "cancel"  # request_id; without one, every request of the session
+END = "end"  # no more text from this client: finish, send `done`, close
+CLIENT_TYPES = (SPEAK, CANCEL, END)
+
+# Server -> client message types (audio travels in AUDIO frames).
+SENTENCE_DONE = "sentence_done"  # request_id, frames, samples, cancelled
+ERROR = "error"  # code, message, optional request_id
+DONE = "done"  # every request after `end` is answered; the server closes next
+SERVER_TYPES = (SENTENCE_DONE, ERROR, DONE)
+
+# Error codes a client can act on.
+BAD_JSON = "bad_json"  # the control message is not a JSON object
+BAD_FRAME = "bad_frame"  # a binary frame that is neither control JSON nor a voicecli frame
+BAD_VERSION = "bad_version"  # "v" is not a version this server speaks
+UNKNOWN_TYPE = "unknown_type"
+BAD_REQUEST = "bad_request"  # a field is missing, mistyped or out of range
+TEXT_TOO_LONG = "text_too_long"
+OVERLOADED = "overloaded"  # the job queue or the session's limit is full: retry later
+SLOW_CONSUMER = "slow_consumer"  # the client stopped reading; the server gives up on it
+SYNTHESIS_FAILED = "synthesis_failed"
+NOT_READY = "not_ready"  # the model is still loading
+
+
+class ProtocolError(Exception):
+    """A message that breaks the protocol; ``code`` is the error code to reply with."""
+
+    def __init__(self, code: str, message: str, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+@dataclass(frozen=True)
+class AudioFrame:
+    request_id: str
+    seq: int
+    pcm: bytes  # int16 little-endian mono
+
+    def samples(self) -> np.ndarray:
+        """The audio as float32 in [-1, 1), the pipeline's format."""
+        return np.frombuffer(self.pcm, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def control(type_: str, **fields: Any) -> dict[str, Any]:
+    return {"v": VERSION, "type": type_, **fields}
+
+
+def encode_json(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_control_frame(message: dict[str, Any]) -> bytes:
+    return _HEADER.pack(MAGIC, VERSION, KIND_CONTROL) + encode_json(message).encode("utf-8")
+
+
+def to_pcm16(samples: np.ndarray) -> bytes:
+    clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 32767.0 / 32768.0)
+    return (clipped * 32768.0).astype("<i2").tobytes()
+
+
+def encode_audio_frame(request_id: str, seq: int, pcm: bytes) -> bytes:
+    rid = request_id.encode("utf-8")
+    if len(rid) > MAX_REQUEST_ID_BYTES:
+        raise ValueError(f"request id longer than {MAX_REQUEST_ID_BYTES} bytes")
+    return (_HEADER.pack(MAGIC, VERSION, KIND_AUDIO) + bytes([len(rid)]) + rid
+            + _SEQ.pack(seq) + pcm)
+
+
+def _parse_json(data: str | bytes) -> dict[str, Any]:
+    try:
+        message = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise ProtocolError(BAD_JSON, "control message is not valid JSON") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(BAD_JSON, "control message must be a JSON object")
+    if not isinstance(message.get("type"), str):
+        raise ProtocolError(BAD_REQUEST, 'control message has no "type" string')
+    version = message.get("v", VERSION)
+    if version != VERSION:
+        raise ProtocolError(BAD_VERSION, f"protocol version {version!r} is not supported; "
+                                         f"this server speaks version {VERSION}")
+    return message
+
+
+def _split_header(data: bytes) -> tuple[int, bytes] | None:
+    """(kind, body) if ``data`` starts with the voicecli header, else None."""
+    if len(data) < _HEADER.size or not data.startswith(MAGIC):
+        return None
+    _, version, kind = _HEADER.unpack_from(data)
+    if version != VERSION:
+        raise ProtocolError(BAD_VERSION, f"frame version {version} is not supported; "
+                                         f"this side speaks version {VERSION}")
+    return kind, data[_HEADER.size:]
+
+
+def decode_client_message(data: str | bytes) -> dict[str, Any]:
+    """A client's control message from a text frame (str) or a binary frame (bytes)."""
+    if isinstance(data, str):
+        return _parse_json(data)
+    framed = _split_header(data)
+    if framed is not None:
+        kind, body = framed
+        if kind != KIND_CONTROL:
+            raise ProtocolError(BAD_FRAME, f"clients may only send control frames, not kind {kind}")
+        return _parse_json(body)
+    if data.lstrip()[:1] != b"{":
+        raise ProtocolError(BAD_FRAME, "binary frame is neither a voicecli frame nor JSON")
+    return _parse_json(data)
+
+
+def decode_server_frame(data: str | bytes) -> dict[str, Any] | AudioFrame:
+    """A server message: a control dict or an AudioFrame."""
+    if isinstance(data, str):
+        return _parse_json(data)
+    framed = _split_header(data)
+    if framed is None:
+        # SageMaker turns text frames into UTF8 PayloadParts, which arrive as bytes.
+        if data.lstrip()[:1] == b"{":
+            return _parse_json(data)
+        raise ProtocolError(BAD_FRAME, "server frame has no voicecli header")
+    kind, body = framed
+    if kind == KIND_CONTROL:
+        return _parse_json(body)
+    if kind != KIND_AUDIO or not body:
+        raise ProtocolError(BAD_FRAME, f"unknown frame kind {kind}")
+    n = body[0]
+    if len(body) < 1 + n + _SEQ.size:
+        raise ProtocolError(BAD_FRAME, "audio frame is truncated")
+    try:
+        request_id = body[1:1 + n].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError(BAD_FRAME, "audio frame request id is not UTF-8") from None
+    (seq,) = _SEQ.unpack_from(body, 1 + n)
+    pcm = body[1 + n + _SEQ.size:]
+    if len(pcm) % 2:
+        raise ProtocolError(BAD_FRAME, "audio frame has an odd number of PCM bytes")
+    return AudioFrame(request_id, seq, pcm)
+
+
+def length_prefixed(frame: bytes) -> bytes:
+    return _LENGTH.pack(len(frame)) + frame
+
+
+class StreamReassembler:
+    """Cuts a byte stream of length-prefixed frames back into frames.
+
+    Transport pieces (HTTP chunks, SageMaker PayloadParts) may end anywhere,
+    even inside the length prefix, so bytes wait here until a frame is whole.
+    """
+
+    def __init__(self, max_frame: int = 1 << 20) -> None:
+        self._buffer = bytearray()
+        self._max_frame = max_frame
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        self._buffer += data
+        while len(self._buffer) >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(self._buffer)
+            if size > self._max_frame:
+                raise ProtocolError(BAD_FRAME, f"stream frame of {size} bytes is too large")
+            if len(self._buffer) < _LENGTH.size + size:
+                return
+            frame = bytes(self._buffer[_LENGTH.size:_LENGTH.size + size])
+            del self._buffer[:_LENGTH.size + size]
+            yield frame
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished frame; non-zero at the end means a truncated stream."""
+        return len(self._buffer)

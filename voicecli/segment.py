@@ -1,0 +1,489 @@
+"""Cut a stream of LLM text into speakable units as early as the text allows.
+
+The segmenter decides every boundary from the text alone, looking only a bounded
+distance past a candidate boundary. When that lookahead has not arrived yet it waits
+instead of guessing, so the output is the same however the stream is chunked.
+
+What settles a candidate boundary:
+
+* ``.`` ``!`` ``?`` ``…`` (after any closing quotes/brackets and whitespace): the first
+  character of the next word. A lowercase letter means "same sentence" ("wait... what",
+  "etc. and"); anything else ends the sentence. After an initial ("J."), a dotted acronym
+  ("U.S.") or a company/street suffix ("Inc.", "St.") the whole next word is needed: only a
+  common sentence starter ("The", "It", ...) ends the sentence there. After "No.", "Fig.",
+  "Jan." and the like a digit means "same sentence". Titles and Latin abbreviations
+  ("Dr.", "e.g.", "vs.") never end a sentence.
+* CJK terminators (。！？): the next character (to keep closing brackets with the sentence).
+* A newline: the start of the next line (blank line, list item, heading, table row or
+  code fence end a unit in chat mode). With ``newline_is_boundary`` a newline ends the unit
+  at once.
+
+Peers this borrows from: stream2sentence and LiveKit's splitter (abbreviation, title,
+acronym and "sentence starter" lists, a minimum sentence length), pysbd and Open-LLM-VTuber
+(cutting the first reply at a clause for a faster first sound), NLTK punkt (using the case
+of the next word to decide whether a period after an abbreviation ends the sentence).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Characters that may end a sentence when followed by whitespace.
+_TERMINATORS = frozenset(".!?…")
+# CJK terminators end a sentence without needing a following space.
+_CJK_TERMINATORS = frozenset("。！？")
+# Kept with the sentence they close: quotes, brackets and markdown emphasis markers.
+_CLOSERS = frozenset("\"')]}»”’」』）】》*_~`")
+# Skipped before looking at the case of the next word.
+_OPENERS = frozenset("\"'([{«“‘「『（【《*_~")
+
+# Abbreviations that are always followed by more of the same sentence.
+_NEVER_FINAL = frozenset(
+    """Mr Mrs Ms Mx Dr Prof Rev Hon Messrs Mmes Sgt Capt Cpt Lt Col Gen Cmdr Adm Gov Sen
+    Rep Pres Fr MR MRS MS DR PROF e.g i.e E.g I.e eg ie vs Vs cf Cf viz approx Approx
+    appr ca incl esp resp w.r.t""".split()
+)
+# Abbreviations that usually precede a number ("No. 5", "Fig. 2", "Jan. 15").
+_BEFORE_NUMBER = frozenset(
+    """No no Nos nos Nr nr Fig fig Figs figs Vol vol Vols vols p pp Eq eq Eqs Sec Ch ch
+    Art Ex Op Tab Ver ver v V Pt Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec""".split()
+)
+# Abbreviations that may end a sentence but are often followed by a capitalised name.
+_SUFFIXES = frozenset(
+    """Inc Ltd Co Corp Jr Sr Bros St Mt Ft Ave Rd Blvd Dept Univ Assn Est
+    Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun""".split()
+)
+# Capitalised words that start sentences far more often than they continue a name.
+_STARTERS = frozenset(
+    """The This That These Those There Then Than Thus Their They Its It He She We You
+    Your Our My His Her But And Or So Yet However Here In On At For If When While After
+    Before Also As What Why How Who Where Which Now Today Yes Not Some Many Most All Each
+    Every One Let Please Note See Use To With By From Thanks Finally First Second Third
+    Next Meanwhile Still Although Because Since Instead Otherwise Overall Once Even Just
+    Only Other Another Both Such Unlike Like Well Oh Hi Hello Sure Okay OK Later
+    Afterwards Currently Recently Again Is Are Was Were Do Does Did Can Could Would
+    Should Will""".split()
+)
+_MAX_STARTER = max(map(len, _STARTERS))
+
+_INITIAL = re.compile(r"[A-Z]")
+# "U.S.", "Ph.D.", "p.m.": often followed by a name ("U.S. Army", "p.m. Eastern").
+_ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|[A-Z][a-z]\.[A-Z]")
+# "1." or "a." at the start of a line is a list marker, not the end of a sentence.
+_LIST_MARKER = re.compile(r"\d{1,3}|[A-Za-z]|[ivxIVX]{2,4}")
+
+# Where a scan has to stop and think. Clause marks only matter for the fast first cut.
+_SPECIAL_FIRST = re.compile(r"[.!?…。！？\n,;:—–\-，、；：]")
+_SPECIAL_LATER = re.compile(r"[.!?…。！？\n]")
+_NON_SPACE = re.compile(r"\S")
+_SPACE = re.compile(r"\s")
+# Clause boundaries for splitting an overlong sentence; the cut goes at match end.
+_CLAUSE_CUT = re.compile(r"[,;:](?=\s)|(?<=\s)-{1,2}(?=\s)|[—–](?=\s)|[，、；：]")
+_CJK_RANGE = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"[{_CJK_RANGE}]")
+# For counting words: each ideograph counts as one, like a word in spaced scripts.
+_WORD = re.compile(f"[{_CJK_RANGE}]|[^\\W{_CJK_RANGE}]+")
+
+# Line starts: how far to look, and which first characters can start a structure.
+_LINE_PEEK = 20
+_FENCE_PEEK = 64
+_STRUCT_START = frozenset("`~#-*+•|0123456789\r")
+_BLANK = re.compile(r"[ \t\r]*\n")
+# The marker's length must be known (a closing fence must be as long), hence the lookahead.
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`])|~{3,}(?=[^~]))")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t\r]*\n")
+_HEADING = re.compile(r" {0,3}#{1,6}[ \t\n]")
+_ITEM = re.compile(r"[ \t]{0,8}(?:[-*+•]|\d{1,3}[.)])[ \t]")
+_TABLE_ROW = re.compile(r"[ \t]{0,3}\|")
+_PLAIN = ("text", "")
+_LINE_KINDS = (
+    ("blank", _BLANK),
+    ("fence", _FENCE_OPEN),
+    ("heading", _HEADING),
+    ("item", _ITEM),
+    ("table", _TABLE_ROW),
+)
+
+
+def _line_kind(line: str) -> tuple[str, str] | None:
+    """The structure a line starts with, and the text that marks it."""
+    for kind, pattern in _LINE_KINDS:
+        m = pattern.match(line)
+        if m:
+            return kind, m.group(m.lastindex or 0)
+    return None
+
+
+# Decisions are tri-state: True / False, or None when the text needed has not arrived.
+Decision = bool | None
+
+
+class Segmenter:
+    """Incremental sentence segmenter for streamed text (see the module docstring).
+
+    ``feed`` returns the units completed by the new text; ``flush`` returns the rest and
+    resets the segmenter, so one instance can serve reply after reply.
+    """
+
+    def __init__(
+        self,
+        *,
+        fast_first: bool = False,
+        min_first_words: int = 4,
+        min_chars: int = 12,
+        max_chars: int = 300,
+        newline_is_boundary: bool = False,
+    ) -> None:
+        if max_chars < 2 or min_chars < 0 or min_first_words < 1:
+            raise ValueError("need max_chars >= 2, min_chars >= 0, min_first_words >= 1")
+        self._fast_first = fast_first
+        self._min_first_words = min_first_words
+        self._min_chars = min_chars
+        self._max_chars = max_chars
+        self._newline_mode = newline_is_boundary
+        self._reset()
+
+    def _reset(self) -> None:
+        self._buf = ""
+        self._pos = 0  # next index to examine; everything before it is decided
+        self._start = 0  # where the current unit begins (may point at whitespace)
+        self._seg_begin = -1  # first non-space index of the current unit, once known
+        self._before = "\n"  # the character just before buf[0]; "\n" = at a line start
+        self._pending_line = True  # pos is a line start not yet classified
+        self._line_kind = "text"
+        self._fence = ""  # the opening fence marker while inside a fenced code block
+        self._first = True  # nothing emitted yet in this reply
+        self._out: list[str] = []
+
+    def feed(self, text: str) -> list[str]:
+        """Add streamed text; return the units that it completed."""
+        if text:
+            self._buf += text
+            self._scan(final=False)
+            self._trim()
+        out, self._out = self._out, []
+        return out
+
+    def flush(self) -> list[str]:
+        """End of input: return everything not yet returned, and reset."""
+        self._scan(final=True)
+        self._emit(len(self._buf))
+        out = self._out
+        self._reset()
+        return out
+
+    # -- scanning ---------------------------------------------------------------
+
+    def _scan(self, final: bool) -> None:
+        buf = self._buf
+        n = len(buf)
+        while True:
+            pos = self._pos
+            if self._pending_line:
+                if not self._on_line_start(pos, final):
+                    return
+                self._pending_line = False
+                continue
+            if self._fence:
+                nl = buf.find("\n", pos)
+                if nl == -1:
+                    self._pos = n
+                    return
+                self._pos = nl + 1
+                self._pending_line = True
+                continue
+
+            special = _SPECIAL_FIRST if self._fast_first and self._first else _SPECIAL_LATER
+            m = special.search(buf, pos)
+            idx = m.start() if m else n
+            begin = self._segment_begin()
+            if begin != -1 and idx >= begin + self._max_chars and n > begin + self._max_chars:
+                if not self._cut_overlong(begin, final):
+                    # One giant word: nothing to do until whitespace or the end arrives.
+                    self._pos = idx
+                    return
+                continue
+            if m is None:
+                self._pos = n
+                return
+            self._pos = idx
+            ch = buf[idx]
+            if ch == "\n":
+                self._pos = idx + 1
+                self._pending_line = True
+                if self._newline_mode:
+                    self._emit(idx)
+                continue
+            if ch in _TERMINATORS:
+                step = self._on_terminator(idx, final)
+            elif ch in _CJK_TERMINATORS:
+                step = self._on_cjk_terminator(idx, final)
+            else:
+                step = self._on_clause_mark(idx, final)
+            if step is None:
+                return
+            self._pos = step
+
+    def _on_line_start(self, i: int, final: bool) -> bool:
+        """Classify the line starting at ``i`` and cut before it if it starts a unit.
+
+        Returns False when the line's beginning has not arrived yet.
+        """
+        if self._fence:
+            closed = self._fence_closes(i, final)
+            if closed is None:
+                return False
+            if closed:
+                nl = self._buf.find("\n", i)
+                end = nl if nl != -1 else len(self._buf)
+                self._fence = ""
+                self._emit(end)
+                self._pos = end
+                self._line_kind = "text"
+            return True
+
+        classified = self._classify_line(i, final)
+        if classified is None:
+            return False
+        kind, marker = classified
+        previous, self._line_kind = self._line_kind, kind
+        if kind == "fence":
+            self._emit(i)
+            self._fence = marker
+        elif self._newline_mode:
+            pass  # the newline itself already ended the unit
+        elif kind == "blank":
+            self._emit(i)
+        elif kind in ("heading", "item", "table") or previous in ("heading", "table"):
+            self._soft_emit(i)
+        return True
+
+    def _on_terminator(self, i: int, final: bool) -> int | None:
+        """Handle the end of a run of ``.!?…`` at or after ``i``; return where to go on."""
+        buf = self._buf
+        n = len(buf)
+        j = i + 1
+        while j < n and buf[j] in _TERMINATORS:
+            j += 1
+        end = j  # one past the terminator run
+        while j < n and buf[j] in _CLOSERS:
+            j += 1
+        if j >= n:
+            if not final:
+                return None
+            return j
+        if not buf[j].isspace():
+            return end  # "4.99", "a.b@c.com", "e.g." inner dots: not a boundary
+        decision = self._ends_sentence(i, end, j, final)
+        if decision is None:
+            return None
+        if decision:
+            self._soft_emit(j)
+        return j
+
+    def _on_cjk_terminator(self, i: int, final: bool) -> int | None:
+        buf = self._buf
+        n = len(buf)
+        j = i + 1
+        while j < n and (buf[j] in _CJK_TERMINATORS or buf[j] in _CLOSERS):
+            j += 1
+        if j >= n and not final:
+            return None
+        self._soft_emit(j)
+        return j
+
+    def _on_clause_mark(self, i: int, final: bool) -> int | None:
+        """A comma, semicolon, colon or dash may end the first unit early (fast_first)."""
+        buf = self._buf
+        ch = buf[i]
+        if ch in "，、；：":
+            self._first_cut(i + 1)
+            return i + 1
+        if i + 1 >= len(buf):
+            return i + 1 if final else None
+        if not buf[i + 1].isspace():
+            return i + 1
+        if ch == "-":
+            # Only a free-standing " - " or " -- " is a dash; "well-known" is a word.
+            k = i - 1
+            if k >= self._start and buf[k] == "-":
+                k -= 1
+            if k < self._start or not buf[k].isspace():
+                return i + 1
+        self._first_cut(i + 1)
+        return i + 1
+
+    # -- decisions ----------------------------------------------------------------
+
+    def _ends_sentence(self, i: int, end: int, ws: int, final: bool) -> Decision:
+        """Does the terminator run ending at ``end`` (whitespace from ``ws``) end a sentence?"""
+        buf = self._buf
+        n = len(buf)
+        k = ws
+        newlines = 0
+        while k < n and buf[k].isspace():
+            newlines += buf[k] == "\n"
+            k += 1
+        # A paragraph break (or any newline in line mode) ends the unit whatever follows,
+        # so there is no need to wait for the next word.
+        if newlines >= 2 or (newlines and self._newline_mode):
+            return True
+        while k < n and buf[k] in _OPENERS:
+            k += 1
+        if k >= n:
+            return True if final else None
+        nxt = buf[k]
+        lower_next = nxt.islower()
+
+        run_start = i
+        while run_start > self._start and buf[run_start - 1] in _TERMINATORS:
+            run_start -= 1
+        if buf[run_start:end] != ".":
+            return not lower_next  # "!", "?", "?!", "...", "…"
+
+        token_start = run_start
+        while token_start > self._start and not buf[token_start - 1].isspace():
+            token_start -= 1
+        while token_start < run_start and buf[token_start] in _OPENERS:
+            token_start += 1
+        token = buf[token_start:run_start]
+
+        if token in _NEVER_FINAL:
+            return False
+        if token in _BEFORE_NUMBER and nxt.isdigit():
+            return False
+        if _LIST_MARKER.fullmatch(token) and self._at_line_start(token_start):
+            return False
+        if token in _SUFFIXES or _INITIAL.fullmatch(token) or _ACRONYM.fullmatch(token):
+            if not nxt.isupper():
+                return not lower_next
+            word_end = k
+            while word_end < n and buf[word_end].isalpha() and word_end - k <= _MAX_STARTER:
+                word_end += 1
+            if word_end >= n and not final:
+                return None
+            return buf[k:word_end] in _STARTERS
+        return not lower_next
+
+    def _at_line_start(self, i: int) -> bool:
+        k = i - 1
+        while k >= self._start and self._buf[k] in " \t":
+            k -= 1
+        if k >= self._start:
+            return self._buf[k] == "\n"
+        return self._char_before_start() == "\n"
+
+    def _char_before_start(self) -> str:
+        return self._buf[self._start - 1] if self._start > 0 else self._before
+
+    def _line_window(self, i: int, peek: int, final: bool) -> str | None:
+        """The line at ``i`` up to ``peek`` chars, with "\\n" appended if it ended there."""
+        buf = self._buf
+        nl = buf.find("\n", i, i + peek)
+        if nl != -1:
+            return buf[i : nl + 1]
+        if len(buf) - i >= peek:
+            return buf[i : i + peek]
+        if final:
+            return buf[i:] + "\n"
+        return None
+
+    def _classify_line(self, i: int, final: bool) -> tuple[str, str] | None:
+        line = self._line_window(i, _LINE_PEEK, final)
+        if line is not None:
+            return _line_kind(line) or _PLAIN
+        # The structures start with different characters and none of their patterns looks
+        # past its end, so a match on a partial line stands whatever follows.
+        head = self._buf[i:]
+        kind = _line_kind(head)
+        if kind:
+            return kind
+        stripped = head.lstrip(" \t")
+        if stripped and stripped[0] not in _STRUCT_START:
+            return _PLAIN
+        return None
+
+    def _fence_closes(self, i: int, final: bool) -> Decision:
+        line = self._line_window(i, _FENCE_PEEK, final)
+        if line is None:
+            head = self._buf[i:].lstrip(" ")
+            if head and head[0] != self._fence[0]:
+                return False
+            return None
+        m = _FENCE_CLOSE.match(line)
+        return bool(
+            m and m.group(1)[0] == self._fence[0] and len(m.group(1)) >= len(self._fence)
+        )
+
+    # -- cutting ------------------------------------------------------------------
+
+    def _segment_begin(self) -> int:
+        if self._seg_begin == -1:
+            m = _NON_SPACE.search(self._buf, self._start)
+            if m:
+                self._seg_begin = m.start()
+        return self._seg_begin
+
+    def _piece(self, end: int) -> str:
+        return self._buf[self._start : end].strip()
+
+    def _emit(self, end: int) -> None:
+        """Cut the current unit at ``end`` unconditionally (hard boundary)."""
+        piece = self._piece(end)
+        if piece:
+            self._out.append(piece)
+            self._first = False
+        self._start = end
+        self._seg_begin = -1
+
+    def _soft_emit(self, end: int) -> None:
+        """Cut at ``end`` unless the unit is too short; a short one merges with the next.
+
+        Closing quotes can carry a sentence past max_chars; then the overlong split,
+        which runs before the scan goes further, cuts it instead.
+        """
+        if self._min_chars <= len(self._piece(end)) <= self._max_chars:
+            self._emit(end)
+
+    def _first_cut(self, end: int) -> None:
+        if not self._first:
+            return
+        piece = self._piece(end)
+        if len(piece) >= self._min_chars and len(_WORD.findall(piece)) >= self._min_first_words:
+            self._emit(end)
+
+    def _cut_overlong(self, begin: int, final: bool) -> bool:
+        """Split a unit longer than max_chars; False if it has to wait for more text."""
+        buf = self._buf
+        limit = begin + self._max_chars
+        cut = -1
+        for m in _CLAUSE_CUT.finditer(buf, begin, limit + 1):
+            if m.end() - begin >= self._max_chars // 2 and m.end() <= limit:
+                cut = m.end()
+        if cut == -1:
+            for k in range(limit, begin, -1):
+                if buf[k].isspace():
+                    cut = k
+                    break
+        if cut == -1 and _CJK_CHAR.match(buf, limit - 1) and _CJK_CHAR.match(buf, limit):
+            cut = limit  # CJK has no spaces; any point between two ideographs will do
+        if cut == -1:
+            m = _SPACE.search(buf, limit)
+            if m is None:
+                return False  # at the end of input, flush() releases the rest as is
+            cut = m.start()
+        self._emit(cut)
+        self._pos = max(self._pos, cut)
+        return True
+
+    def _trim(self) -> None:
+        """Drop text already returned, so the buffer holds only the open unit."""
+        start = self._start
+        if start == 0:
+            return
+        self._before = self._buf[start - 1]
+        self._buf = self._buf[start:]
+        self._pos -= start
+        if self._seg_begin != -1:
+            self._seg_begin -= start
+        self._start = 0

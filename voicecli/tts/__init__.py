@@ -48,3 +48,21 @@ class Synthesizer(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def make_synthesizer(settings) -> Synthesizer:
+    """The backend that the settings ask for: a remote endpoint, or local Kokoro."""
+    if settings.endpoint_url:
+        from voicecli.tts.remote import WebSocketSynthesizer
+
+        return WebSocketSynthesizer(settings.endpoint_url, voice=settings.voice,
+                                    speed=settings.speed)
+    if settings.sagemaker_endpoint:
+        from voicecli.tts.sagemaker import SageMakerSynthesizer
+
+        return SageMakerSynthesizer(settings.sagemaker_endpoint, region=settings.region,
+                                    voice=settings.voice, speed=settings.speed)
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    return KokoroSynthesizer(voice=settings.voice, speed=settings.speed, lang=settings.lang,
+                             model_dir=settings.model_dir)

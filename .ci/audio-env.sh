@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Sourced by .ci/run (and by developers): gives PortAudio real output devices on a
+# machine with no sound card.
+#  - A PulseAudio null sink, paced in real time like a sound card.
+#  - ALSA's default PCM goes to it through the pulse plugin.
+#  - "voicecli_capture" plays through the same sink AND appends every sample the
+#    device took to a raw float32 file (ALSA file plugin), so tests can check
+#    what reached the device.
+# Exports PULSE_SERVER, ALSA_CONFIG_PATH and VOICECLI_CAPTURE.
+VOICECLI_AUDIO_DIR="${VOICECLI_AUDIO_DIR:-/tmp/voicecli-audio}"
+mkdir -p "$VOICECLI_AUDIO_DIR/run/pulse"
+export XDG_RUNTIME_DIR="$VOICECLI_AUDIO_DIR/run"
+export PULSE_SERVER="unix:$VOICECLI_AUDIO_DIR/run/pulse/native"
+export VOICECLI_CAPTURE="$VOICECLI_AUDIO_DIR/capture.f32"
+
+cat > "$VOICECLI_AUDIO_DIR/default.pa" <<PA
+load-module module-native-protocol-unix auth-anonymous=1 socket=$VOICECLI_AUDIO_DIR/run/pulse/native
+load-module module-null-sink sink_name=vsink rate=24000 channels=1 sink_properties=device.description=voicecli-null
+set-default-sink vsink
+PA
+
+cat > "$VOICECLI_AUDIO_DIR/asound.conf" <<ALSA
+pcm.!default { type pulse }
+ctl.!default { type pulse }
+# No plug here: a plug in front of the file plugin stops the pulse slave from
+# running. So the file holds whatever PortAudio negotiated: float32 for voicecli.
+pcm.voicecli_capture {
+    type file
+    slave.pcm "pulse"
+    file "$VOICECLI_CAPTURE"
+    format "raw"
+    hint { show on; description "voicecli test device: pulse null sink + raw capture" }
+}
+ALSA
+export ALSA_CONFIG_PATH="/usr/share/alsa/alsa.conf:$VOICECLI_AUDIO_DIR/asound.conf"
+
+if ! pactl info >/dev/null 2>&1; then
+    pulseaudio -n -F "$VOICECLI_AUDIO_DIR/default.pa" --daemonize=no --exit-idle-time=-1 \
+        >"$VOICECLI_AUDIO_DIR/pulse.log" 2>&1 &
+    for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
+    # An idle null sink stalls each new stream for 1-2 s, so keep it busy with
+    # silence; with pacat's default 2 s buffer the sink would render in 2 s
+    # slices and stall new streams just the same, hence the low latency.
+    pacat --rate=24000 --channels=1 --format=s16le --latency-msec=10 /dev/zero \
+        >/dev/null 2>&1 &
+fi
+pactl info >/dev/null 2>&1 || { echo "audio-env: PulseAudio did not start:" >&2; cat "$VOICECLI_AUDIO_DIR/pulse.log" >&2; }

@@ -1,0 +1,1 @@
+"""Audio at the pipeline's edge: ring buffer, device player, WAV writer."""

@@ -1,0 +1,254 @@
+"""Playback through a sounddevice OutputStream whose callback drains a ring buffer.
+
+The callback never blocks and never raises: when the ring runs dry it plays
+silence and counts an underrun. Sentence markers placed at write positions
+let the callback report when each sentence's first sample reaches the DAC,
+and let callers map the play position back to the sentences really heard.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from voicecli.audio.ring import RingBuffer
+from voicecli.cancel import CancelToken
+from voicecli.errors import VoiceCliError
+
+log = logging.getLogger(__name__)
+
+NO_DEVICE_HINT = "Use --output FILE.wav to write the audio to a file instead."
+
+
+def _sounddevice():
+    try:
+        import sounddevice
+    except OSError as exc:  # PortAudio missing: the wheel does not bundle it on Linux
+        raise VoiceCliError(
+            f"Audio output is unavailable: {exc}. Install PortAudio "
+            f"(Debian/Ubuntu: apt-get install libportaudio2). {NO_DEVICE_HINT}") from None
+    return sounddevice
+
+
+def resolve_device(device: str | int | None) -> int | None:
+    """A sounddevice output index from an index, a (partial) name, or None for the default."""
+    sd = _sounddevice()
+    try:
+        devices = sd.query_devices()
+    except Exception as exc:  # noqa: BLE001
+        raise VoiceCliError(f"Cannot list audio devices: {exc}. {NO_DEVICE_HINT}") from None
+    outputs = [(i, d) for i, d in enumerate(devices) if d["max_output_channels"] > 0]
+    if device is None or device == "":
+        try:
+            index = sd.default.device[1]
+        except Exception:  # noqa: BLE001
+            index = -1
+        if index is None or index < 0:
+            if not outputs:
+                raise VoiceCliError(f"No audio output device found. {NO_DEVICE_HINT}")
+            return outputs[0][0]
+        return int(index)
+    text = str(device).strip()
+    if text.lstrip("-").isdigit():
+        index = int(text)
+        if not any(i == index for i, _ in outputs):
+            raise VoiceCliError(f"No output device with index {index}. "
+                                f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}")
+        return index
+    exact = [i for i, d in outputs if d["name"] == text]
+    matches = exact or [i for i, d in outputs if text.lower() in d["name"].lower()]
+    if not matches:
+        raise VoiceCliError(f"No output device named {text!r}. "
+                            f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}")
+    if len(matches) > 1:
+        names = ", ".join(repr(devices[i]["name"]) for i in matches)
+        raise VoiceCliError(f"Device {text!r} is ambiguous: {names}. Use its index.")
+    return matches[0]
+
+
+@dataclass
+class SentenceSpan:
+    sentence: int
+    start: int  # absolute ring position of its first sample
+    end: int | None = None  # one past its last sample, once known
+
+
+class Player:
+    """Owns the ring buffer and the output stream for one session."""
+
+    def __init__(self, sample_rate: int, *, device: str | int | None = None,
+                 blocksize: int = 1200, capacity_seconds: float = 10.0,
+                 latency: str | float = "low",
+                 on_played: Callable[[int, float], None] | None = None,
+                 on_underrun: Callable[[float], None] | None = None) -> None:
+        self.sample_rate = sample_rate
+        self.blocksize = blocksize
+        self.ring = RingBuffer(int(capacity_seconds * sample_rate))
+        self.on_played = on_played
+        self.on_underrun = on_underrun
+        self.underruns = 0
+        self.device = resolve_device(device)
+        self._markers: deque[tuple[int, int]] = deque()  # (ring position, sentence)
+        self._spans: list[SentenceSpan] = []
+        self._expecting = False  # audio is due: running dry now is an underrun
+        self._dry = False  # in an underrun episode (count each episode once)
+        self._paused = False
+        self._played_pos = 0
+        self._cut_pos: int | None = None  # heard position frozen by the last flush
+        self._dac_delay = 0.0  # seconds from callback to DAC, from PortAudio's timestamps
+        self._lock = threading.Lock()
+        self._stream = self._open(latency)
+
+    def _open(self, latency: str | float):
+        sd = _sounddevice()
+        try:
+            sd.check_output_settings(device=self.device, channels=1, dtype="float32",
+                                     samplerate=self.sample_rate)
+            stream = sd.OutputStream(samplerate=self.sample_rate, blocksize=self.blocksize,
+                                     device=self.device, channels=1, dtype="float32",
+                                     latency=latency, callback=self._callback)
+            stream.start()
+        except Exception as exc:  # noqa: BLE001 - PortAudioError, ValueError for bad settings
+            raise VoiceCliError(f"Cannot open audio output device {self.device}: {exc}. "
+                                f"{NO_DEVICE_HINT}") from None
+        return stream
+
+    # --- audio thread -------------------------------------------------------------
+    def _callback(self, outdata, frames, time_info, status) -> None:
+        now = time.monotonic()
+        out = outdata[:, 0]
+        if self._paused:
+            out.fill(0)
+            return
+        n, before = self.ring.read_into(out)
+        if n < frames:
+            out[n:] = 0
+            if self._expecting and not self._dry:
+                self._dry = True
+                self.underruns += 1
+                if self.on_underrun is not None:
+                    self.on_underrun(now)
+        else:
+            self._dry = False
+        try:
+            delay = float(time_info.outputBufferDacTime - time_info.currentTime)
+        except (AttributeError, TypeError):
+            delay = 0.0
+        if not 0.0 <= delay < 2.0:  # some hosts report no timestamps
+            delay = float(self._stream.latency) if hasattr(self, "_stream") else 0.0
+        self._dac_delay = delay
+        end = before + n
+        self._played_pos = end
+        markers = self._markers
+        while markers and markers[0][0] < end:
+            pos, sentence = markers.popleft()
+            if pos < before:  # flushed away before it was played
+                continue
+            if self.on_played is not None:
+                self.on_played(sentence, now + delay + (pos - before) / self.sample_rate)
+
+    # --- producer side ------------------------------------------------------------
+    def begin_sentence(self, sentence: int) -> None:
+        pos = self.ring.write_pos
+        with self._lock:
+            if self._spans and self._spans[-1].end is None:
+                self._spans[-1].end = pos
+            self._spans.append(SentenceSpan(sentence, pos))
+        self._markers.append((pos, sentence))
+        self._expecting = True
+
+    def end_sentence(self) -> None:
+        pos = self.ring.write_pos
+        with self._lock:
+            if self._spans and self._spans[-1].end is None:
+                self._spans[-1].end = pos
+
+    def write(self, samples: np.ndarray, cancel: CancelToken | None = None) -> int:
+        """Queue samples, blocking while max audio ahead is already queued."""
+        self._expecting = True
+        return self.ring.write(samples, cancel)
+
+    def finish(self) -> None:
+        """No more audio is coming this turn: running dry is no longer an underrun."""
+        self._expecting = False
+
+    def drain(self, cancel: CancelToken | None = None, timeout: float | None = None) -> bool:
+        """Wait until every queued sample has reached the DAC; False if cancelled or timed out."""
+        self.finish()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.ring.available > 0 or self._paused:
+            if cancel is not None and cancel.wait(0.01):
+                return False
+            if cancel is None:
+                time.sleep(0.01)
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+        # The last block still has to travel from the callback to the DAC.
+        end = time.monotonic() + self._dac_delay + self.blocksize / self.sample_rate
+        while time.monotonic() < end:
+            if cancel is not None and cancel.wait(0.005):
+                return False
+            time.sleep(0.005)
+        return True
+
+    def flush(self) -> int:
+        """Silence at once: drop the ring and what the host API has scheduled."""
+        self._expecting = False
+        self._cut_pos = self.heard_position()
+        dropped = self.ring.clear()
+        self._markers.clear()
+        try:
+            # abort() discards buffers already handed to the host; start() reopens.
+            self._stream.abort()
+            self._stream.start()
+        except Exception as exc:  # noqa: BLE001 - device vanished: report, don't crash
+            log.warning("audio device error while flushing: %s", exc)
+        return dropped
+
+    def pause(self) -> None:
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def heard_position(self) -> int:
+        """Absolute ring position that has reached the listener (DAC-delay adjusted)."""
+        lag = int(self._dac_delay * self.sample_rate)
+        heard = max(0, self._played_pos - lag)
+        return heard if self._cut_pos is None else min(heard, self._cut_pos)
+
+    def spans(self) -> list[SentenceSpan]:
+        with self._lock:
+            return [SentenceSpan(s.sentence, s.start, s.end) for s in self._spans]
+
+    def set_hooks(self, on_played: Callable[[int, float], None] | None,
+                  on_underrun: Callable[[float], None] | None) -> None:
+        self.on_played = on_played
+        self.on_underrun = on_underrun
+
+    def begin_turn(self) -> None:
+        with self._lock:
+            self._spans.clear()
+        self._markers.clear()
+        self._cut_pos = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self._stream.active)
+
+    def close(self) -> None:
+        try:
+            self._stream.abort()
+            self._stream.close()
+        except Exception:  # noqa: BLE001 - closing a vanished device is not an error
+            pass

@@ -1,0 +1,141 @@
+"""Text sources: an OpenAI-compatible streaming chat, stdin as it arrives, arguments.
+
+Each source is an iterator of text pieces. It marks REQUEST_SENT and
+FIRST_TOKEN on the turn timeline and stops when the cancel token fires.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from voicecli.cancel import CancelToken
+from voicecli.errors import VoiceCliError
+from voicecli.timeline import FIRST_TOKEN, REQUEST_SENT, Timeline
+
+log = logging.getLogger(__name__)
+
+READ_SIZE = 4096
+
+
+def text_source(parts: list[str], timeline: Timeline) -> Iterator[str]:
+    timeline.mark(REQUEST_SENT)
+    text = " ".join(parts)
+    if text:
+        timeline.mark(FIRST_TOKEN)
+        yield text
+
+
+def stdin_source(fd: int, cancel: CancelToken, timeline: Timeline) -> Iterator[str]:
+    """Bytes from ``fd`` as they arrive (no waiting for EOF or for a full buffer).
+
+    Invalid UTF-8 stops the source with an error naming the byte offset; the
+    text before it is still spoken.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    first = True
+    timeline.mark(REQUEST_SENT)
+    while not cancel.cancelled:
+        data = os.read(fd, READ_SIZE)
+        final = not data
+        try:
+            text = decoder.decode(data, final=final)
+        except UnicodeDecodeError as exc:
+            raise VoiceCliError(
+                f"Standard input is not valid UTF-8 (bad byte at offset {offset + exc.start}). "
+                "Convert it first, for example: iconv -f latin1 -t utf-8 FILE | voicecli say"
+            ) from None
+        offset += len(data)
+        if text:
+            if first:
+                timeline.mark(FIRST_TOKEN)
+                first = False
+            yield text
+        if final:
+            return
+
+
+class ChatClient:
+    """One OpenAI-compatible chat endpoint, streamed with the ``openai`` package."""
+
+    def __init__(self, *, base_url: str | None, api_key: str | None, model: str,
+                 temperature: float | None = None, max_tokens: int | None = None,
+                 timeout: float = 60.0, max_retries: int = 1) -> None:
+        from openai import OpenAI
+
+        self.model = model
+        self.base_url = base_url
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.client = OpenAI(base_url=base_url, api_key=api_key or "not-needed",
+                             timeout=timeout, max_retries=max_retries)
+
+    def stream(self, messages: list[dict[str, str]], cancel: CancelToken,
+               timeline: Timeline) -> Iterator[str]:
+        import openai
+
+        extra: dict[str, Any] = {}
+        if self.temperature is not None:
+            extra["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            extra["max_tokens"] = self.max_tokens
+        where = self.base_url or "the OpenAI API"
+        timeline.mark(REQUEST_SENT)
+        try:
+            response = self.client.chat.completions.create(
+                model=self.model, messages=messages, stream=True, **extra)
+        except openai.AuthenticationError:
+            raise VoiceCliError(
+                f"{where} refused the API key (HTTP 401). Set OPENAI_API_KEY or api_key "
+                "in the config file, or use --llm local for the embedded model.") from None
+        except openai.RateLimitError:
+            raise VoiceCliError(
+                f"{where} is rate limiting this key (HTTP 429). Wait and retry, or check "
+                "the account's quota.") from None
+        except openai.NotFoundError:
+            raise VoiceCliError(
+                f"{where} does not know model {self.model!r} or the chat endpoint (HTTP 404). "
+                "Check --model and --base-url.") from None
+        except openai.APIConnectionError as exc:
+            raise VoiceCliError(
+                f"Cannot reach the LLM server at {where} ({type(exc).__name__}). "
+                "Check --base-url and that the server is running.") from None
+        except openai.APIStatusError as exc:
+            raise VoiceCliError(
+                f"{where} answered HTTP {exc.status_code}: {_short(exc.message)}") from None
+        # Closing the response aborts the HTTP read this thread may be blocked in.
+        cancel.on_cancel(response.close)
+        first = True
+        try:
+            for chunk in response:
+                if cancel.cancelled:
+                    return
+                if not chunk.choices:
+                    continue
+                piece = chunk.choices[0].delta.content
+                if not piece:
+                    continue
+                if first:
+                    timeline.mark(FIRST_TOKEN)
+                    first = False
+                yield piece
+        except openai.APIError as exc:
+            if cancel.cancelled:
+                return
+            raise VoiceCliError(f"The LLM stream from {where} failed: {_short(str(exc))}") from None
+        except Exception as exc:  # noqa: BLE001 - httpx errors after close() or a dropped link
+            if cancel.cancelled:
+                return
+            raise VoiceCliError(
+                f"The LLM stream from {where} broke off ({type(exc).__name__}).") from None
+        finally:
+            response.close()
+
+
+def _short(text: str | None, limit: int = 200) -> str:
+    line = (text or "").strip().splitlines()[0] if text and text.strip() else "no details"
+    return line[:limit]

@@ -39,6 +39,8 @@ def make_server(synth_factory: Callable[[], SpeechModel], limits: Limits | None 
         ws_max_size=limits.max_message_bytes,
         # SageMaker's sidecar pings every 60 s itself; ours only detects dead peers.
         ws_ping_interval=30.0, ws_ping_timeout=60.0,
+        # PCM hardly compresses; deflate would only spend the CPU the model needs.
+        ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
     )
     return uvicorn.Server(config)

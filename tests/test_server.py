@@ -1,0 +1,361 @@
+"""The real container app under uvicorn on 127.0.0.1, driven by a real WebSocket client.
+
+The model is the random-weight tiny Kokoro (tests/tinymodel.py), so audio is noise
+but every code path is Kokoro's. Timing checks are about order, never speed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from tests.server_harness import RunningServer
+from voicecli.cancel import CancelToken
+from voicecli.config import Settings
+from voicecli.server import protocol as p
+from voicecli.server.app import Limits, Outbox, split_sentences
+from voicecli.server.run import kokoro_factory
+from voicecli.tts import kokoro_local
+
+ROOT = Path(__file__).resolve().parent.parent
+WS = "/invocations-bidirectional-stream"
+RECV_TIMEOUT = 120  # generous: two busy cores; no test depends on it for timing
+
+
+def ping_status(server: RunningServer) -> int:
+    try:
+        with urllib.request.urlopen(server.http_url + "/ping", timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir: Path) -> Iterator[RunningServer]:
+    """One tiny-model server; its model loads only once the test opens ``gate``."""
+    gate = threading.Event()
+    load = kokoro_factory(Settings(voice="ef_tiny", lang="e", model_dir=tiny_model_dir))
+
+    def slow_factory():  # noqa: ANN202
+        gate.wait(60)
+        return load()
+
+    running = RunningServer(slow_factory).start()
+    running.gate = gate  # type: ignore[attr-defined]
+    yield running
+    running.stop()
+
+
+@pytest.fixture()
+def ready(server: RunningServer) -> RunningServer:
+    server.gate.set()  # type: ignore[attr-defined]
+    server.wait_ready()
+    return server
+
+
+def ws_connect(server: RunningServer) -> ClientConnection:
+    return connect(server.ws_url + WS, open_timeout=10, max_size=None, proxy=None)
+
+
+def speak(request_id: str, text: str, **extra: object) -> str:
+    return json.dumps({"v": 1, "type": "speak", "request_id": request_id, "text": text, **extra})
+
+
+def recv(ws: ClientConnection) -> dict | p.AudioFrame:
+    return p.decode_server_frame(ws.recv(timeout=RECV_TIMEOUT))
+
+
+def recv_control(ws: ClientConnection) -> dict:
+    """The next control message, skipping audio."""
+    while isinstance(message := recv(ws), p.AudioFrame):
+        pass
+    return message
+
+
+def collect(ws: ClientConnection, request_id: str) -> tuple[list[p.AudioFrame], dict]:
+    """Audio frames of one request up to its terminal message (sentence_done or error)."""
+    frames: list[p.AudioFrame] = []
+    while True:
+        message = recv(ws)
+        if isinstance(message, p.AudioFrame):
+            assert message.request_id == request_id
+            frames.append(message)
+        elif message.get("request_id") == request_id:
+            return frames, message
+
+
+def test_ping_is_unhealthy_until_the_model_has_loaded(server: RunningServer) -> None:
+    assert ping_status(server) == 503
+    server.gate.set()  # type: ignore[attr-defined]
+    server.wait_ready()
+    assert ping_status(server) == 200
+
+
+def test_first_audio_arrives_before_the_last_sentence_is_sent(ready: RunningServer) -> None:
+    with ws_connect(ready) as ws:
+        ws.send(speak("s0", "Sí."))
+        first = recv(ws)  # nothing else has been sent yet: no waiting for `end`
+        assert isinstance(first, p.AudioFrame) and (first.request_id, first.seq) == ("s0", 0)
+        ws.send(speak("s1", "No."))  # the last sentence, sent while s0 is still streaming
+        ws.send(json.dumps({"type": "end"}))
+        frames, done0 = collect(ws, "s0")
+        assert done0["type"] == "sentence_done" and not done0["cancelled"]
+        assert done0["frames"] == len(frames) + 1
+        assert [f.seq for f in frames] == list(range(1, len(frames) + 1))
+        assert done0["samples"] == sum(len(f.pcm) // 2 for f in [first, *frames])
+        frames1, done1 = collect(ws, "s1")
+        assert frames1 and done1["type"] == "sentence_done"
+        assert recv(ws) == {"v": 1, "type": "done"}
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=RECV_TIMEOUT)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+
+
+def test_a_multi_sentence_speak_streams_sentence_by_sentence(ready: RunningServer) -> None:
+    assert split_sentences("Sí. ¿No?\nVale!  Bien") == ["Sí.", "¿No?", "Vale!", "Bien"]
+    with ws_connect(ready) as ws:
+        ws.send(speak("m", "Sí. No.", voice="am_tiny", speed=1.2))
+        frames, done = collect(ws, "m")
+        assert done["type"] == "sentence_done" and done["frames"] == len(frames)
+        audio = np.concatenate([f.samples() for f in frames])
+        assert audio.dtype == np.float32 and np.isfinite(audio).all()
+
+
+def test_cancel_mid_request_stops_within_a_chunk(ready: RunningServer) -> None:
+    long_text = " ".join(["Sí."] * 6)
+    with ws_connect(ready) as ws:
+        ws.send(speak("c", long_text))
+        first = recv(ws)
+        assert isinstance(first, p.AudioFrame)
+        ws.send(json.dumps({"type": "cancel", "request_id": "c"}))
+        later, done = collect(ws, "c")
+        assert done == {"v": 1, "type": "sentence_done", "request_id": "c", "frames": 0,
+                        "samples": 0, "cancelled": True}
+        # Frames already on the wire may still arrive, but far less than six sentences.
+        assert len(later) < 3 * 5
+        ws.send(json.dumps({"type": "cancel", "request_id": "c"}))  # late cancel: harmless
+        ws.send(speak("after", "No."))
+        frames, done = collect(ws, "after")
+        assert frames and done["type"] == "sentence_done" and not done["cancelled"]
+
+
+def test_concurrent_sessions_and_an_abrupt_disconnect(ready: RunningServer) -> None:
+    rude = ws_connect(ready)
+    rude.send(speak("x", " ".join(["No."] * 4)))
+    a, b = ws_connect(ready), ws_connect(ready)
+    results: dict[str, tuple[list[p.AudioFrame], dict]] = {}
+
+    def run(name: str, ws: ClientConnection) -> None:
+        ws.send(speak(name, "Sí."))
+        results[name] = collect(ws, name)
+        ws.send(json.dumps({"type": "end"}))
+        assert recv(ws)["type"] == "done"
+
+    threads = [threading.Thread(target=run, args=(n, ws)) for n, ws in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    rude.socket.shutdown(socket.SHUT_RDWR)  # no close handshake: the peer just vanishes
+    rude.socket.close()
+    for t in threads:
+        t.join(RECV_TIMEOUT)
+    a.close()
+    b.close()
+    for name in ("a", "b"):
+        frames, done = results[name]
+        assert frames and done["type"] == "sentence_done" and not done["cancelled"]
+    assert ping_status(ready) == 200
+
+
+@pytest.mark.parametrize(("frame", "code"), [
+    ("{not json", p.BAD_JSON),
+    ("[1, 2]", p.BAD_JSON),
+    (b"\x00\x01garbage\xff", p.BAD_FRAME),
+    (b"\xff\xfe{", p.BAD_FRAME),
+    (b'{"type": "speak", "text": "\xff"}', p.BAD_JSON),
+    (p.MAGIC + bytes([p.VERSION, p.KIND_AUDIO]) + b"xx", p.BAD_FRAME),
+    (json.dumps({"type": "sing"}), p.UNKNOWN_TYPE),
+    (json.dumps({"text": "Sí."}), p.BAD_REQUEST),
+    (json.dumps({"v": 99, "type": "speak"}), p.BAD_VERSION),
+    (json.dumps({"type": "speak", "text": "Sí."}), p.BAD_REQUEST),
+    (speak("r", "   "), p.BAD_REQUEST),
+    (speak("r", "Sí.", speed=9), p.BAD_REQUEST),
+    (speak("r", "Sí.", speed=True), p.BAD_REQUEST),
+    (speak("r", "Sí.", voice=""), p.BAD_REQUEST),
+    (speak("r" * 65, "Sí."), p.BAD_REQUEST),
+    (speak("r", "a" * 2001), p.TEXT_TOO_LONG),
+])
+def test_malformed_messages_get_an_error_and_the_session_survives(
+        ready: RunningServer, frame: str | bytes, code: str) -> None:
+    with ws_connect(ready) as ws:
+        ws.send(frame)
+        error = recv_control(ws)
+        assert error["type"] == "error" and error["code"] == code, error
+        assert error["message"]
+        ws.send(json.dumps({"type": "end"}))  # still alive and still following the protocol
+        assert recv_control(ws) == {"v": 1, "type": "done"}
+
+
+def test_control_json_in_a_binary_frame_is_understood(ready: RunningServer) -> None:
+    with ws_connect(ready) as ws:
+        ws.send(json.dumps({"type": "cancel"}).encode())  # SageMaker's default BINARY parts
+        ws.send(p.encode_control_frame({"v": 1, "type": "end"}))
+        assert recv_control(ws) == {"v": 1, "type": "done"}
+
+
+def test_unknown_voice_is_a_request_error(ready: RunningServer) -> None:
+    with ws_connect(ready) as ws:
+        ws.send(speak("v", "Sí.", voice="zz_nobody"))
+        frames, error = collect(ws, "v")
+        assert not frames and error["code"] == p.BAD_REQUEST and "zz_nobody" in error["message"]
+
+
+def test_an_oversized_frame_is_closed_cleanly(ready: RunningServer) -> None:
+    with ws_connect(ready) as ws:
+        ws.send("x" * (Limits().max_message_bytes + 1))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=RECV_TIMEOUT)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    assert ping_status(ready) == 200
+
+
+def test_session_limit_answers_overloaded_not_a_hang(ready: RunningServer) -> None:
+    limit = Limits().max_pending_per_session
+    with ws_connect(ready) as ws:
+        for i in range(limit + 1):
+            ws.send(speak(f"q{i}", "Sí."))
+        ws.send(json.dumps({"type": "cancel"}))
+        replies = {}
+        while len(replies) < limit + 1:
+            message = recv_control(ws)
+            replies[message["request_id"]] = message
+        assert replies[f"q{limit}"]["code"] == p.OVERLOADED
+        assert all(replies[f"q{i}"]["type"] == "sentence_done" for i in range(limit))
+
+
+def test_invocations_answer_wav_pcm_and_the_framed_stream(ready: RunningServer) -> None:
+    def post(body: bytes, content_type: str, accept: str) -> tuple[int, str, bytes]:
+        request = urllib.request.Request(ready.http_url + "/invocations", data=body, headers={
+            "Content-Type": content_type, "Accept": accept})
+        try:
+            with urllib.request.urlopen(request, timeout=RECV_TIMEOUT) as response:
+                return response.status, response.headers["Content-Type"], response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers["Content-Type"], exc.read()
+
+    status, kind, wav = post(json.dumps({"text": "Sí."}).encode(), "application/json",
+                             "audio/wav")
+    assert (status, kind, wav[:4]) == (200, "audio/wav", b"RIFF")
+    status, kind, pcm = post(b"No.", "text/plain", "audio/pcm")
+    assert status == 200 and kind.startswith("audio/pcm") and len(pcm) % 2 == 0 and pcm
+    status, kind, body = post(json.dumps({"text": "Sí.", "request_id": "h"}).encode(),
+                              "application/json", p.STREAM_MEDIA_TYPE)
+    assert status == 200 and kind == p.STREAM_MEDIA_TYPE
+    reassembler = p.StreamReassembler()
+    messages = [p.decode_server_frame(f) for f in reassembler.feed(body)]
+    assert reassembler.pending == 0
+    assert all(isinstance(m, p.AudioFrame) and m.request_id == "h" for m in messages[:-1])
+    assert messages[-1]["type"] == "sentence_done" and messages[-1]["request_id"] == "h"
+    status, _, body = post(b"{oops", "application/json", "audio/wav")
+    assert status == 400 and json.loads(body)["code"] == p.BAD_JSON
+    status, _, body = post(json.dumps({"text": "a" * 5000}).encode(), "application/json", "")
+    assert status == 413 and json.loads(body)["code"] == p.TEXT_TOO_LONG
+
+
+class GatedModel:
+    """A stand-in model that synthesizes only when allowed: makes queue states exact."""
+
+    sample_rate = p.SAMPLE_RATE
+
+    chunks = 100
+    chunk_samples = 96_000  # 192 KB frames: 19 MB per job, far more than socket buffers hold
+
+    def __init__(self) -> None:
+        # Noise, not silence: a transport that compresses must not hide the backlog.
+        self.noise = np.random.default_rng(0).uniform(-0.5, 0.5, self.chunk_samples).astype(
+            np.float32)
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def synthesize(self, text: str, cancel: CancelToken | None = None, voice: str | None = None,
+                   speed: float | None = None) -> Iterator[np.ndarray]:
+        self.started.set()
+        self.release.wait(RECV_TIMEOUT)
+        for _ in range(self.chunks):
+            yield self.noise
+
+
+def test_full_job_queue_answers_overloaded_and_a_slow_reader_is_bounded() -> None:
+    model = GatedModel()
+    limits = Limits(max_queue=2, send_queue_frames=4, frame_samples=GatedModel.chunk_samples,
+                    stall_timeout=1.0)
+    running = RunningServer(lambda: model, limits).start()
+    try:
+        running.wait_ready()
+        # A fixed small receive buffer: Linux would otherwise grow it to tens of MB.
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.connect(("127.0.0.1", running.port))
+        busy = connect(running.ws_url + WS, sock=sock, max_size=None, max_queue=1, proxy=None)
+        with busy, ws_connect(running) as other:
+            busy.send(speak("j0", "a"))
+            assert model.started.wait(RECV_TIMEOUT)  # j0 holds the model; the queue is empty
+            busy.send(speak("j1", "a"))
+            busy.send(speak("j2", "a"))
+            other.send(speak("k0", "a"))  # a third queued job across sessions: over the limit
+            error = recv_control(other)
+            assert error["code"] == p.OVERLOADED and error["request_id"] == "k0"
+            model.release.set()
+            # `busy` reads nothing: j0 pauses once the outbox is full, then gives up after
+            # 1 s, and the model moves on instead of buffering the whole job.
+            time.sleep(limits.stall_timeout * 1.5)
+            messages = []
+            while not (messages and isinstance(messages[-1], dict)
+                       and messages[-1].get("request_id") == "j2"):
+                messages.append(recv(busy))
+            audio_j0 = [m for m in messages if isinstance(m, p.AudioFrame) and m.request_id == "j0"]
+            assert len(audio_j0) < GatedModel.chunks
+            j0 = [m for m in messages if isinstance(m, dict) and m.get("request_id") == "j0"]
+            assert [m.get("code") for m in j0] == [p.SLOW_CONSUMER]
+            assert messages[-1]["type"] == "sentence_done"  # j2 was served normally
+    finally:
+        running.stop()
+
+
+def test_outbox_bounds_audio_but_not_control() -> None:
+    import asyncio
+
+    from voicecli.server.app import Job, OutAudio
+
+    async def scenario() -> None:
+        outbox = Outbox(Limits(send_queue_frames=2))
+        job = Job("r", "t", None, None, outbox)
+        assert await outbox.put_audio(job, b"1") and await outbox.put_audio(job, b"2")
+        third = asyncio.ensure_future(outbox.put_audio(job, b"3"))
+        await asyncio.sleep(0.01)
+        assert not third.done()  # full: the producer waits
+        job.cancel_now()  # cancel drops queued audio, wakes the producer, replies at once
+        assert await third is False
+        item = await outbox.get()
+        assert not isinstance(item, OutAudio) and item["cancelled"] is True
+
+    asyncio.run(scenario())
+
+
+def test_dockerfile_pins_the_model_revision_and_declares_bidirectional_streaming() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert "com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true" in dockerfile
+    assert re.search(rf"KOKORO_REVISION={kokoro_local.REVISION}\b", dockerfile)
+    assert "EXPOSE 8080" in dockerfile
+    assert "download.pytorch.org/whl/cpu" in dockerfile

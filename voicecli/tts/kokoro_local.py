@@ -8,6 +8,7 @@ directory laid out like the hub repository (``--model-dir``):
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Iterator
@@ -121,7 +122,14 @@ def _hub_file(filename: str) -> Path:
 
 
 def load_kmodel(files: ModelFiles) -> Any:
-    """Build a KModel from local files; a bad file becomes a VoiceCliError."""
+    """A KModel from local files (shared per process); a bad file becomes a VoiceCliError."""
+    stat = files.weights.stat()
+    return _load_kmodel(files.config, files.weights, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_kmodel(config_path: Path, weights: Path, mtime_ns: int, size: int) -> Any:
+    files = ModelFiles(config_path, weights, None, str(weights))
     import json
 
     import torch
@@ -176,10 +184,29 @@ def load_voice(files: ModelFiles, spec: VoiceSpec) -> Any:
     return (torch.stack(packs) * w.view(-1, 1, 1, 1)).sum(dim=0)
 
 
+@functools.lru_cache(maxsize=4)
+def _make_pipeline(lang: str, model: Any) -> Any:
+    """A KPipeline per language and model: its G2P (spaCy) takes seconds to start."""
+    from kokoro import KPipeline
+
+    try:
+        return KPipeline(lang_code=lang, repo_id=REPO_ID, model=model)
+    except (OSError, ImportError, SystemExit) as exc:
+        # misaki's English G2P tries to download spaCy's en_core_web_sm and exits.
+        raise VoiceCliError(
+            f"Kokoro's text-to-phoneme stage for language {lang!r} could not start "
+            f"({type(exc).__name__}: {exc}). For English it needs spaCy's en_core_web_sm: "
+            "run scripts/install_spacy_model.sh (./install.sh does this)."
+        ) from None
+
+
 class KokoroSynthesizer:
-    """Kokoro on this machine. Thread-safe: one synthesis at a time per instance."""
+    """Kokoro on this machine. Thread-safe: one synthesis at a time per process."""
 
     sample_rate = SAMPLE_RATE
+    # Instances share cached models and pipelines, and two forward passes on
+    # two CPU cores only slow each other down.
+    _lock = threading.Lock()
 
     def __init__(self, *, voice: str, speed: float = 1.0, lang: str | None = None,
                  model_dir: Path | None = None) -> None:
@@ -196,21 +223,8 @@ class KokoroSynthesizer:
         self.files = ModelFiles.resolve(model_dir)
         self.voice = load_voice(self.files, self.spec)
         self.model = load_kmodel(self.files)
-        self.pipeline = self._make_pipeline()
-        self._lock = threading.Lock()
-
-    def _make_pipeline(self) -> Any:
-        from kokoro import KPipeline
-
-        try:
-            return KPipeline(lang_code=self.lang, repo_id=REPO_ID, model=self.model)
-        except (OSError, ImportError, SystemExit) as exc:
-            # misaki's English G2P tries to download spaCy's en_core_web_sm and exits.
-            raise VoiceCliError(
-                f"Kokoro's text-to-phoneme stage for language {self.lang!r} could not start "
-                f"({type(exc).__name__}: {exc}). For English it needs spaCy's en_core_web_sm: "
-                "run scripts/install_spacy_model.sh (./install.sh does this)."
-            ) from None
+        self.pipeline = _make_pipeline(self.lang, self.model)
+        self._voice_packs: dict[str, Any] = {}
 
     def set_voice(self, voice: str) -> None:
         spec = VoiceSpec.parse(voice)
@@ -227,10 +241,9 @@ class KokoroSynthesizer:
         pack = self.voice
         if voice is not None:
             # Packs are cached by spec so a server answering many requests reads each once.
-            packs = self.__dict__.setdefault("_voice_packs", {})
-            if voice not in packs:
-                packs[voice] = load_voice(self.files, VoiceSpec.parse(voice))
-            pack = packs[voice]
+            if voice not in self._voice_packs:
+                self._voice_packs[voice] = load_voice(self.files, VoiceSpec.parse(voice))
+            pack = self._voice_packs[voice]
         with self._lock:
             results = self.pipeline(text, voice=pack, speed=self.speed if speed is None else speed,
                                     split_pattern=None)

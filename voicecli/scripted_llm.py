@@ -1,0 +1,169 @@
+"""A local OpenAI-compatible chat server that replays a scripted reply.
+
+It speaks the chat-completions streaming protocol (SSE ``chat.completion.chunk``
+events, then ``data: [DONE]``) on 127.0.0.1, at a set token rate with optional
+pauses. ``voicecli bench`` uses it as a repeatable LLM, and the tests use it as
+a real server for the real ``openai`` client. It records when each token left,
+on the same monotonic clock as the turn timeline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into LLM-like tokens: words with their leading space, punctuation apart."""
+    return re.findall(r"\s*[\w']+|\s*[^\w\s]|\s+", text)
+
+
+@dataclass
+class Script:
+    """What the server answers to the next requests."""
+
+    tokens: list[str]
+    token_interval: float = 0.02  # seconds between tokens
+    pauses: dict[int, float] = field(default_factory=dict)  # token index -> extra pause before it
+    status: int = 200  # non-200: answer with an OpenAI-style error body instead
+    error_after: int | None = None  # send an error event after this many tokens
+    model: str = "scripted"
+
+    @classmethod
+    def from_text(cls, text: str, tokens_per_second: float = 50.0, **kw: Any) -> Script:
+        return cls(tokenize(text), token_interval=1.0 / tokens_per_second, **kw)
+
+
+@dataclass
+class Served:
+    """What one request got: its messages and when each token was sent."""
+
+    messages: list[dict[str, Any]]
+    sent_at: list[float] = field(default_factory=list)
+    finished_at: float | None = None
+    disconnected: bool = False
+
+
+class ScriptedLLM:
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.script = script
+        self.requests: list[Served] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        name="scripted-llm", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ScriptedLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    @property
+    def last(self) -> Served:
+        return self.requests[-1]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") == "/v1/models":
+                    self._json(200, {"object": "list", "data": [
+                        {"id": server.script.model, "object": "model", "owned_by": "voicecli"}]})
+                else:
+                    self._json(404, {"error": {"message": "not found", "type": "invalid_request"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    self._json(400, {"error": {"message": "bad json", "type": "invalid_request"}})
+                    return
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._json(404, {"error": {"message": "not found", "type": "invalid_request"}})
+                    return
+                script = server.script
+                served = Served(messages=body.get("messages", []))
+                with server._lock:
+                    server.requests.append(served)
+                if script.status != 200:
+                    self._json(script.status, {"error": {
+                        "message": f"scripted HTTP {script.status}", "type": "scripted",
+                        "code": str(script.status)}})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    self._stream(script, served, body)
+                except (BrokenPipeError, ConnectionResetError):
+                    served.disconnected = True
+
+            def _stream(self, script: Script, served: Served, body: dict) -> None:
+                created = int(time.time())
+                for i, token in enumerate(script.tokens):
+                    time.sleep(script.token_interval + script.pauses.get(i, 0.0))
+                    if script.error_after is not None and i == script.error_after:
+                        self._event({"error": {"message": "scripted failure mid-stream",
+                                               "type": "server_error"}})
+                        self._end()
+                        return
+                    self._event(_chunk(created, body.get("model", script.model),
+                                       {"content": token} if i else
+                                       {"role": "assistant", "content": token}, None))
+                    served.sent_at.append(time.monotonic())
+                self._event(_chunk(created, body.get("model", script.model), {}, "stop"))
+                self._write(b"data: [DONE]\n\n")
+                self._end()
+                served.finished_at = time.monotonic()
+
+            def _event(self, payload: dict) -> None:
+                self._write(f"data: {json.dumps(payload)}\n\n".encode())
+
+            def _write(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _end(self) -> None:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _json(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def _chunk(created: int, model: str, delta: dict, finish: str | None) -> dict:
+    return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}

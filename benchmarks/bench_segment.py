@@ -78,8 +78,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=40, help="copies of the reply")
     args = parser.parse_args()
 
-    print(f"{'input':<24}{'chars':>9}{'sentences':>11}{'chars/s':>13}{'us/sentence':>13}"
-          f"{'x2 time':>9}")
+    print(
+        f"{'input':<24}{'chars':>9}{'sentences':>11}{'chars/s':>13}{'us/sentence':>13}"
+        f"{'x2 time':>9}"
+    )
     for label, chunker in (("1 char at a time", list), ("token-sized chunks", token_chunks)):
         text = REPLY * args.repeat
         chunks = chunker(text)

@@ -169,8 +169,10 @@ def test_fast_first_cuts_only_the_first_chunk() -> None:
         "friend, and more.",
         "Later, it is whole, truly.",
     ]
-    assert run_chunks(text, None) == ["Well, here is the thing, friend, and more.",
-                                      "Later, it is whole, truly."]
+    assert run_chunks(text, None) == [
+        "Well, here is the thing, friend, and more.",
+        "Later, it is whole, truly.",
+    ]
 
 
 def test_fast_first_rearms_after_flush() -> None:
@@ -198,20 +200,86 @@ def test_feed_empty_and_flush_empty() -> None:
 def test_bad_options_rejected() -> None:
     with pytest.raises(ValueError):
         Segmenter(max_chars=1)
+    with pytest.raises(ValueError):
+        Segmenter(min_chars=50, max_chars=40)
 
 
 # --- properties -------------------------------------------------------------------------
 
 HARD_TOKENS = [
-    "Dr.", "Mr.", "Mrs.", "Ms.", "Prof.", "St.", "e.g.", "i.e.", "etc.", "vs.", "U.S.",
-    "No. 5", "Fig. 2", "approx.", "Jan.", "3.14", "$4.99", "1,000.50", "v2.5.1",
-    "192.168.0.1", "3:30 p.m.", "https://example.com/a.b?x=1", "a.b@c.com", "config.toml",
-    "README.md", "wait...", "…", "J. R. R.", "Tolkien", "4.", "\"hi.\"", "(see above.)",
-    "**bold.**", "The", "It", "word", "Then", "and", "what", "!", "?", "?!", "—", "-",
-    ",", ";", ":", "x" * 45, "`code`", "50%", "2024-01-15",
+    "Dr.",
+    "Mr.",
+    "Mrs.",
+    "Ms.",
+    "Prof.",
+    "St.",
+    "e.g.",
+    "i.e.",
+    "etc.",
+    "vs.",
+    "U.S.",
+    "No. 5",
+    "Fig. 2",
+    "approx.",
+    "Jan.",
+    "3.14",
+    "$4.99",
+    "1,000.50",
+    "v2.5.1",
+    "192.168.0.1",
+    "3:30 p.m.",
+    "https://example.com/a.b?x=1",
+    "a.b@c.com",
+    "config.toml",
+    "README.md",
+    "wait...",
+    "…",
+    "J. R. R.",
+    "Tolkien",
+    "4.",
+    '"hi."',
+    "(see above.)",
+    "**bold.**",
+    "The",
+    "It",
+    "word",
+    "Then",
+    "and",
+    "what",
+    "!",
+    "?",
+    "?!",
+    "—",
+    "-",
+    ",",
+    ";",
+    ":",
+    "x" * 45,
+    "`code`",
+    "50%",
+    "2024-01-15",
 ]
-SEPARATORS = [" ", " ", " ", "  ", "\n", "\n\n", ". ", "! ", "? ", ", ", "\n- ", "\n1. ",
-              "\n# ", "\n| ", "\n```\n", "\n```py\n", " \n", "\t", "\r\n"]
+SEPARATORS = [
+    " ",
+    " ",
+    " ",
+    "  ",
+    "\n",
+    "\n\n",
+    ". ",
+    "! ",
+    "? ",
+    ", ",
+    "\n- ",
+    "\n1. ",
+    "\n# ",
+    "\n| ",
+    "\n```\n",
+    "\n```py\n",
+    " \n",
+    "\t",
+    "\r\n",
+]
 WORD_TEXT = st.text(alphabet="abcXYZ.,!?:;-'\"()", min_size=1, max_size=6)
 
 hard_text = st.lists(
@@ -290,3 +358,31 @@ def test_release_lag_is_bounded(text: str, opts: dict[str, Any]) -> None:
             overlong = fed > begin + opts["max_chars"]
             assert lag <= 24 or overlong, (piece, text[end:fed])
     seg.flush()
+
+
+# Ideal answers the segmenter does not give; each is a deliberate trade-off documented in
+# voicecli.segment. strict=True makes an accidental fix show up.
+KNOWN_LIMITATIONS = [
+    # "p.m." + a capitalised word that is not a common sentence starter stays joined,
+    # so that "3 p.m. Eastern" is not split.
+    (
+        "The meeting ended at 3 p.m. Bob went home after that.",
+        ["The meeting ended at 3 p.m.", "Bob went home after that."],
+    ),
+    # A lowercase word after a period is taken as an unlisted abbreviation.
+    (
+        "Install it with brew now. pip is great for this job.",
+        ["Install it with brew now.", "pip is great for this job."],
+    ),
+    # A single capital before a period is taken as an initial ("J. R. R. Tolkien").
+    (
+        "We picked option A. Option B was worse for us.",
+        ["We picked option A.", "Option B was worse for us."],
+    ),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="known limitation, see comments")
+@pytest.mark.parametrize(("text", "ideal"), KNOWN_LIMITATIONS)
+def test_known_limitations(text: str, ideal: list[str]) -> None:
+    assert run_chunks(text, None) == ideal

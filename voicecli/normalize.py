@@ -27,47 +27,97 @@ _PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U0010ffff]")
 _BLOCK = "\ue002"
 
 _TERMINAL = ".!?…:;,"
-_MONTHS = ("January February March April May June July August September October November "
-           "December").split()
+_MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
 _MONTH_ABBREVIATIONS = {m[:3]: m for m in _MONTHS} | {"Sept": "September"}
 
 _LANGUAGES = {
-    "python": "Python", "py": "Python", "javascript": "JavaScript", "js": "JavaScript",
-    "typescript": "TypeScript", "ts": "TypeScript", "bash": "shell", "sh": "shell",
-    "shell": "shell", "zsh": "shell", "console": "shell", "powershell": "PowerShell",
-    "json": "JSON", "yaml": "YAML", "yml": "YAML", "toml": "TOML", "rust": "Rust",
-    "rs": "Rust", "go": "Go", "c": "C", "cpp": "C++", "c++": "C++", "java": "Java",
-    "kotlin": "Kotlin", "swift": "Swift", "ruby": "Ruby", "php": "PHP", "sql": "SQL",
-    "html": "HTML", "css": "CSS", "xml": "XML", "dockerfile": "Dockerfile",
-    "markdown": "markdown", "md": "markdown", "csharp": "C sharp", "cs": "C sharp",
+    "python": "Python",
+    "py": "Python",
+    "javascript": "JavaScript",
+    "js": "JavaScript",
+    "typescript": "TypeScript",
+    "ts": "TypeScript",
+    "bash": "shell",
+    "sh": "shell",
+    "shell": "shell",
+    "zsh": "shell",
+    "console": "shell",
+    "powershell": "PowerShell",
+    "json": "JSON",
+    "yaml": "YAML",
+    "yml": "YAML",
+    "toml": "TOML",
+    "rust": "Rust",
+    "rs": "Rust",
+    "go": "Go",
+    "c": "C",
+    "cpp": "C++",
+    "c++": "C++",
+    "java": "Java",
+    "kotlin": "Kotlin",
+    "swift": "Swift",
+    "ruby": "Ruby",
+    "php": "PHP",
+    "sql": "SQL",
+    "html": "HTML",
+    "css": "CSS",
+    "xml": "XML",
+    "dockerfile": "Dockerfile",
+    "markdown": "markdown",
+    "md": "markdown",
+    "csharp": "C sharp",
+    "cs": "C sharp",
 }
 
 # unit symbol -> (singular, plural); only matched right after a number.
 _UNITS = {
-    "km": ("kilometer", "kilometers"), "cm": ("centimeter", "centimeters"),
-    "mm": ("millimeter", "millimeters"), "kg": ("kilogram", "kilograms"),
-    "mg": ("milligram", "milligrams"), "g": ("gram", "grams"),
-    "ml": ("milliliter", "milliliters"), "mL": ("milliliter", "milliliters"),
+    "km": ("kilometer", "kilometers"),
+    "cm": ("centimeter", "centimeters"),
+    "mm": ("millimeter", "millimeters"),
+    "kg": ("kilogram", "kilograms"),
+    "mg": ("milligram", "milligrams"),
+    "g": ("gram", "grams"),
+    "ml": ("milliliter", "milliliters"),
+    "mL": ("milliliter", "milliliters"),
     "km/h": ("kilometer per hour", "kilometers per hour"),
     "kph": ("kilometer per hour", "kilometers per hour"),
-    "mph": ("mile per hour", "miles per hour"), "mi": ("mile", "miles"),
-    "ft": ("foot", "feet"), "lb": ("pound", "pounds"), "lbs": ("pound", "pounds"),
-    "oz": ("ounce", "ounces"), "ms": ("millisecond", "milliseconds"),
+    "mph": ("mile per hour", "miles per hour"),
+    "mi": ("mile", "miles"),
+    "ft": ("foot", "feet"),
+    "lb": ("pound", "pounds"),
+    "lbs": ("pound", "pounds"),
+    "oz": ("ounce", "ounces"),
+    "ms": ("millisecond", "milliseconds"),
     "µs": ("microsecond", "microseconds"),
-    "ns": ("nanosecond", "nanoseconds"), "s": ("second", "seconds"),
-    "sec": ("second", "seconds"), "min": ("minute", "minutes"),
-    "mins": ("minute", "minutes"), "h": ("hour", "hours"), "hr": ("hour", "hours"),
-    "hrs": ("hour", "hours"), "KB": ("kilobyte", "kilobytes"), "kB": ("kilobyte", "kilobytes"),
-    "MB": ("megabyte", "megabytes"), "GB": ("gigabyte", "gigabytes"),
-    "TB": ("terabyte", "terabytes"), "PB": ("petabyte", "petabytes"),
+    "ns": ("nanosecond", "nanoseconds"),
+    "s": ("second", "seconds"),
+    "sec": ("second", "seconds"),
+    "min": ("minute", "minutes"),
+    "mins": ("minute", "minutes"),
+    "h": ("hour", "hours"),
+    "hr": ("hour", "hours"),
+    "hrs": ("hour", "hours"),
+    "KB": ("kilobyte", "kilobytes"),
+    "kB": ("kilobyte", "kilobytes"),
+    "MB": ("megabyte", "megabytes"),
+    "GB": ("gigabyte", "gigabytes"),
+    "TB": ("terabyte", "terabytes"),
+    "PB": ("petabyte", "petabytes"),
     "Kbps": ("kilobit per second", "kilobits per second"),
     "Mbps": ("megabit per second", "megabits per second"),
     "Gbps": ("gigabit per second", "gigabits per second"),
-    "Hz": ("hertz", "hertz"), "kHz": ("kilohertz", "kilohertz"),
-    "MHz": ("megahertz", "megahertz"), "GHz": ("gigahertz", "gigahertz"),
-    "W": ("watt", "watts"), "kW": ("kilowatt", "kilowatts"),
-    "kWh": ("kilowatt hour", "kilowatt hours"), "mAh": ("milliamp hour", "milliamp hours"),
-    "°C": ("degree Celsius", "degrees Celsius"), "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
+    "Hz": ("hertz", "hertz"),
+    "kHz": ("kilohertz", "kilohertz"),
+    "MHz": ("megahertz", "megahertz"),
+    "GHz": ("gigahertz", "gigahertz"),
+    "W": ("watt", "watts"),
+    "kW": ("kilowatt", "kilowatts"),
+    "kWh": ("kilowatt hour", "kilowatt hours"),
+    "mAh": ("milliamp hour", "milliamp hours"),
+    "°C": ("degree Celsius", "degrees Celsius"),
+    "°F": ("degree Fahrenheit", "degrees Fahrenheit"),
     "°": ("degree", "degrees"),
 }
 _UNIT_RE = re.compile(
@@ -76,15 +126,26 @@ _UNIT_RE = re.compile(
     + r")(?![\w/])"
 )
 
-_CURRENCIES = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents"),
-               "£": ("pound", "pounds", "penny", "pence"), "¥": ("yen", "yen", "", "")}
+_CURRENCIES = {
+    "$": ("dollar", "dollars", "cent", "cents"),
+    "€": ("euro", "euros", "cent", "cents"),
+    "£": ("pound", "pounds", "penny", "pence"),
+    "¥": ("yen", "yen", "", ""),
+}
 _MAGNITUDES = {"k": "thousand", "K": "thousand", "M": "million", "B": "billion", "T": "trillion"}
 _CURRENCY_RE = re.compile(
     r"([$€£¥])\s?(\d[\d,]*)(?:\.(\d{1,2}))?(?!\d|\.\d)"
     r"(?:\s?([kKMBT])\b|\s+(thousand|million|billion|trillion)\b)?"
 )
-_FRACTIONS = {"1/2": "one half", "1/3": "one third", "2/3": "two thirds", "1/4": "one quarter",
-              "3/4": "three quarters", "1/8": "one eighth", "24/7": "twenty-four seven"}
+_FRACTIONS = {
+    "1/2": "one half",
+    "1/3": "one third",
+    "2/3": "two thirds",
+    "1/4": "one quarter",
+    "3/4": "three quarters",
+    "1/8": "one eighth",
+    "24/7": "twenty-four seven",
+}
 
 # --- markdown ------------------------------------------------------------------------------
 _FENCE = re.compile(
@@ -160,8 +221,10 @@ _ABBREVIATIONS = [
     (re.compile(r"(?<!\w)Prof\.(?=\s)"), "Professor"),
     (re.compile(r"(?<!\w)Mt\.(?=\s+[A-Z])"), "Mount"),
     (re.compile(r"(?<!\w)St\.(?=\s+[A-Z])"), "Saint"),
-    (re.compile(r"(?<!\w)(Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.(?=\s*\d)"),
-     lambda m: _MONTH_ABBREVIATIONS[m.group(1)]),
+    (
+        re.compile(r"(?<!\w)(Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.(?=\s*\d)"),
+        lambda m: _MONTH_ABBREVIATIONS[m.group(1)],
+    ),
 ]
 
 _EMOJI_EXTRA = frozenset("\ufe0f\ufe0e\u200d\u20e3")
@@ -310,7 +373,7 @@ def _line_to_text(line: str) -> tuple[str, bool]:
 
 
 def _dotted(name: str, *, suffix: bool = True) -> str:
-    """"a.b" -> "a dot b"; with ``suffix`` the last part is read as a file or domain suffix."""
+    """ "a.b" -> "a dot b"; with ``suffix`` the last part is read as a file or domain suffix."""
     parts = [part for part in name.split(".") if part]
     if suffix and len(parts) > 1 and _LETTER_EXTENSION.fullmatch(parts[-1]):
         # misaki spells short capitals ("MD", "TOML") but has no word for "md" or "toml"
@@ -441,8 +504,7 @@ def _numbers_to_words(text: str) -> str:
     text = _US_DATE.sub(_us_date, text)
     text = _TIME.sub(_time, text)
     text = _VERSION.sub(lambda m: "version " + m.group(1).replace(".", " point "), text)
-    text = _VERSION_WORD.sub(lambda m: f"{m.group(1)} {m.group(2).replace('.', ' point ')}",
-                             text)
+    text = _VERSION_WORD.sub(lambda m: f"{m.group(1)} {m.group(2).replace('.', ' point ')}", text)
     text = _IP.sub(_ip, text)
     text = _MULTI_DOT.sub(lambda m: m.group(1).replace(".", " point "), text)
     text = _CURRENCY_RE.sub(_currency, text)

@@ -134,8 +134,10 @@ class Segmenter:
         max_chars: int = 300,
         newline_is_boundary: bool = False,
     ) -> None:
-        if max_chars < 2 or min_chars < 0 or min_first_words < 1:
-            raise ValueError("need max_chars >= 2, min_chars >= 0, min_first_words >= 1")
+        if max_chars < 2 or not 0 <= min_chars <= max_chars or min_first_words < 1:
+            raise ValueError(
+                "need max_chars >= 2, 0 <= min_chars <= max_chars, min_first_words >= 1"
+            )
         self._fast_first = fast_first
         self._min_first_words = min_first_words
         self._min_chars = min_chars
@@ -411,9 +413,7 @@ class Segmenter:
                 return False
             return None
         m = _FENCE_CLOSE.match(line)
-        return bool(
-            m and m.group(1)[0] == self._fence[0] and len(m.group(1)) >= len(self._fence)
-        )
+        return bool(m and m.group(1)[0] == self._fence[0] and len(m.group(1)) >= len(self._fence))
 
     # -- cutting ------------------------------------------------------------------
 
@@ -457,6 +457,8 @@ class Segmenter:
         buf = self._buf
         limit = begin + self._max_chars
         cut = -1
+        # Only clause marks in the later half count: an early one would leave a remainder
+        # that is itself overlong, so a space near the limit gives fewer, evener pieces.
         for m in _CLAUSE_CUT.finditer(buf, begin, limit + 1):
             if m.end() - begin >= self._max_chars // 2 and m.end() <= limit:
                 cut = m.end()

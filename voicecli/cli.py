@@ -155,7 +155,8 @@ def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
 
 # --- serve -------------------------------------------------------------------------
 @cli.command()
-@click.option("--host", default="0.0.0.0", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to listen on (the container uses 0.0.0.0).")
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--voice")

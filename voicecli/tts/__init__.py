@@ -52,16 +52,20 @@ class Synthesizer(Protocol):
 
 def make_synthesizer(settings) -> Synthesizer:
     """The backend that the settings ask for: a remote endpoint, or local Kokoro."""
+    if settings.sagemaker_endpoint:
+        from voicecli.tts.sagemaker import SageMakerSynthesizer
+
+        # With an endpoint name, an http(s) --endpoint-url overrides the AWS runtime URL.
+        url = settings.endpoint_url
+        return SageMakerSynthesizer(
+            settings.sagemaker_endpoint, region=settings.region, voice=settings.voice,
+            speed=settings.speed,
+            endpoint_url=url if url and url.startswith(("http://", "https://")) else None)
     if settings.endpoint_url:
         from voicecli.tts.remote import WebSocketSynthesizer
 
         return WebSocketSynthesizer(settings.endpoint_url, voice=settings.voice,
                                     speed=settings.speed)
-    if settings.sagemaker_endpoint:
-        from voicecli.tts.sagemaker import SageMakerSynthesizer
-
-        return SageMakerSynthesizer(settings.sagemaker_endpoint, region=settings.region,
-                                    voice=settings.voice, speed=settings.speed)
     from voicecli.tts.kokoro_local import KokoroSynthesizer
 
     return KokoroSynthesizer(voice=settings.voice, speed=settings.speed, lang=settings.lang,

@@ -128,7 +128,7 @@ def test_environment_cannot_redirect_or_lock_the_server(
 
 @needs_llama
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
-def test_server_dies_when_its_parent_is_sigkilled() -> None:
+def test_server_dies_when_its_parent_is_sigkilled(tmp_path: pathlib.Path) -> None:
     script = textwrap.dedent(
         """
         import sys, time
@@ -139,7 +139,11 @@ def test_server_dies_when_its_parent_is_sigkilled() -> None:
         time.sleep(600)
         """
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    # The killed parent cannot remove its temp dir; keep it inside tmp_path.
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         assert parent.stdout is not None
         line = parent.stdout.readline()

@@ -126,23 +126,26 @@ def test_environment_cannot_redirect_or_lock_the_server(
         assert [m.id for m in client.models.list()] == [srv.model_name]
 
 
-@needs_llama
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
-def test_server_dies_when_its_parent_is_sigkilled(tmp_path: pathlib.Path) -> None:
-    script = textwrap.dedent(
-        """
-        import sys, time
-        from voicecli.llm_local import LocalLLMServer
-        srv = LocalLLMServer(startup_timeout=60)
-        srv.start()
-        print(srv.pid, flush=True)
-        time.sleep(600)
-        """
-    )
-    # The killed parent cannot remove its temp dir; keep it inside tmp_path.
+_PARENT_SCRIPT = textwrap.dedent(
+    """
+    import time
+    from voicecli.llm_local import LocalLLMServer
+    srv = LocalLLMServer(startup_timeout=60)
+    srv.start()
+    print(srv.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.fixture
+def parent_with_server(tmp_path: pathlib.Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """A python process that started a server (without a context manager) and sleeps."""
+    # Temp dirs go in tmp_path: a SIGKILLed parent cannot remove its own, and
+    # whether one is left shows whether stop() ran.
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     parent = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", _PARENT_SCRIPT], stdout=subprocess.PIPE, text=True, env=env
     )
     try:
         assert parent.stdout is not None
@@ -150,13 +153,35 @@ def test_server_dies_when_its_parent_is_sigkilled(tmp_path: pathlib.Path) -> Non
         assert line.strip().isdigit(), f"child printed {line!r}"
         server_pid = int(line)
         assert _alive(server_pid)
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait()
-        assert _wait_dead(server_pid, timeout=5), "server outlived its SIGKILLed parent"
+        yield parent, server_pid
     finally:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+@needs_llama
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_server_dies_when_its_parent_is_sigkilled(
+    parent_with_server: tuple[subprocess.Popen[str], int],
+) -> None:
+    parent, server_pid = parent_with_server
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert _wait_dead(server_pid, timeout=5), "server outlived its SIGKILLed parent"
+
+
+@needs_llama
+@pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
+def test_ctrl_c_in_the_parent_stops_the_server_at_exit(
+    parent_with_server: tuple[subprocess.Popen[str], int], tmp_path: pathlib.Path
+) -> None:
+    parent, server_pid = parent_with_server
+    os.kill(parent.pid, signal.SIGINT)
+    parent.wait(timeout=15)
+    assert _wait_dead(server_pid, timeout=5)
+    # Only stop() removes the temp dir; the kernel's parent-death kill does not.
+    assert not list(tmp_path.glob("voicecli-llm-*")), "atexit did not run stop()"
 
 
 @needs_llama

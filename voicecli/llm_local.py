@@ -196,7 +196,10 @@ class LocalLLMServer:
         return self._proc is not None and self._proc.poll() is None
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        """The end of the server's log, to show when a request to it fails."""
+        """The end of the server's log, to show when a request to it fails.
+
+        Read it before ``stop()``, which deletes a log kept in the temp dir.
+        """
         return _tail(self.log_path, lines) if self.log_path is not None else ""
 
     def start(self) -> None:
@@ -343,6 +346,7 @@ class LocalLLMServer:
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+            self.log_path = self._log_path_arg
 
     def __enter__(self) -> LocalLLMServer:
         self.start()

@@ -201,7 +201,7 @@ def test_a_file_that_is_not_a_model_fails_fast_with_the_log_tail(tmp_path: pathl
 def test_missing_model_file_names_the_path_and_the_flag(tmp_path: pathlib.Path) -> None:
     missing = tmp_path / "nope.gguf"
     with pytest.raises(VoiceCliError) as info:
-        LocalLLMServer(missing).start()
+        LocalLLMServer(str(missing)).start()
     assert str(missing) in str(info.value)
     assert "--llm-model-path" in str(info.value)
 

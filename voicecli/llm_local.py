@@ -146,7 +146,7 @@ class LocalLLMServer:
 
     def __init__(
         self,
-        model_path: pathlib.Path | None = None,
+        model_path: pathlib.Path | str | None = None,
         *,
         host: str = "127.0.0.1",
         port: int | None = None,
@@ -156,7 +156,8 @@ class LocalLLMServer:
         n_threads: int | None = None,
         stop_grace: float = 3.0,
     ) -> None:
-        self._model_path = model_path
+        # Config files may hold a "~/..." path that no shell has expanded.
+        self._model_path = pathlib.Path(model_path).expanduser() if model_path else None
         self.host = host
         self._port_arg = port
         self.port = port
@@ -218,7 +219,6 @@ class LocalLLMServer:
         try:
             self._spawn(model_path, self._tmpdir)
             self._wait_ready()
-            self._warm_up()
         except BaseException:
             self.stop()
             raise
@@ -280,17 +280,11 @@ class LocalLLMServer:
                 "Or use a remote server: set a base URL and API key."
             )
 
-    def _request(self, path: str, body: dict[str, object] | None = None) -> urllib.request.Request:
-        headers = {"Authorization": f"Bearer {self.api_key}"}
-        data = None
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-            data = json.dumps(body).encode()
-        return urllib.request.Request(f"{self.base_url}{path}", data=data, headers=headers)
-
     def _wait_ready(self) -> None:
         assert self._proc is not None
-        request = self._request("/models")
+        request = urllib.request.Request(
+            f"{self.base_url}/models", headers={"Authorization": f"Bearer {self.api_key}"}
+        )
         deadline = time.monotonic() + self.startup_timeout
         while True:
             code = self._proc.poll()
@@ -310,27 +304,6 @@ class LocalLLMServer:
                     f"Its log ends with:\n{self.log_tail()}"
                 )
             time.sleep(0.1)
-
-    def _warm_up(self) -> None:
-        # A throwaway turn pages the memory-mapped weights in and leaves the
-        # chat template's built-in system prompt in the server's prompt cache,
-        # so the user's first turn starts as fast as later ones.
-        request = self._request(
-            "/chat/completions",
-            {
-                "model": self.model_name,
-                "messages": [{"role": "user", "content": "Hello."}],
-                "max_tokens": 1,
-            },
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.startup_timeout):
-                pass
-        except (urllib.error.URLError, OSError) as exc:
-            raise VoiceCliError(
-                f"The local LLM server failed its first chat request ({exc}).\n"
-                f"Its log ends with:\n{self.log_tail()}"
-            ) from exc
 
     def stop(self) -> None:
         """Terminate the server, then kill it after ``stop_grace`` seconds. Idempotent."""

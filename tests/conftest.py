@@ -47,3 +47,29 @@ def tiny_synth(tiny_model_dir):
     from voicecli.tts.kokoro_local import KokoroSynthesizer
 
     return KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
+
+
+def pytest_configure(config):
+    # Tests must not read the developer's (or install.sh's) ~/.config/voicecli:
+    # an empty config file, inherited by every voicecli the tests start.
+    empty = ROOT / ".pytest_cache" / "empty-config.toml"
+    empty.parent.mkdir(exist_ok=True)
+    empty.write_text("")
+    os.environ["VOICECLI_CONFIG"] = str(empty)
+    _private_capture_file()
+
+
+def _private_capture_file() -> None:
+    """Give this test run its own capture file, so that two runs sharing one
+    PulseAudio server (developers, helpers) cannot write into each other's.
+    Must run before sounddevice is imported: PortAudio reads ALSA's config once."""
+    shared = os.environ.get("VOICECLI_CAPTURE")
+    paths = os.environ.get("ALSA_CONFIG_PATH", "").split(":")
+    conf = next((Path(p) for p in paths if p.endswith("asound.conf")), None)
+    if not shared or conf is None or not conf.is_file():
+        return
+    private = Path(shared).with_name(f"capture-{os.getpid()}.f32")
+    own = conf.with_name(f"asound-{os.getpid()}.conf")
+    own.write_text(conf.read_text().replace(shared, str(private)))
+    os.environ["ALSA_CONFIG_PATH"] = ":".join(str(own) if p == str(conf) else p for p in paths)
+    os.environ["VOICECLI_CAPTURE"] = str(private)

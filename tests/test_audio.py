@@ -84,7 +84,8 @@ def test_samples_reaching_the_device_match_what_was_written(capture_device, tiny
     device, capture = capture_device
     speech = np.concatenate(list(tiny_synth.synthesize("Hello there.")))
     played: list[tuple[int, float]] = []
-    player = Player(RATE, device=device, blocksize=480, on_played=lambda s, t: played.append((s, t)))
+    player = Player(RATE, device=device, blocksize=480,
+                    on_played=lambda s, t: played.append((s, t)))
     try:
         player.begin_sentence(0)
         start = time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -107,8 +108,7 @@ def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
 
     settings = settings_from(config_path, **flags)
     if text:
-        if not " ".join(text).strip():
-            raise VoiceCliError("Nothing to say: the text is empty.")
+        check_speakable(" ".join(text), settings.code)
         piped = False
     elif sys.stdin is None or sys.stdin.isatty():
         raise VoiceCliError("Nothing to say: give the text as arguments or pipe it on stdin, "
@@ -121,6 +121,8 @@ def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
                                    newline_is_boundary=True, label="say")
         else:
             result = session.speak(lambda cancel, tl: text_source(list(text), tl), label="say")
+    if result.interrupted:
+        display.note("(interrupted)")
     if result.error is not None:
         raise result.error
     if not result.sentences and not result.interrupted:
@@ -128,6 +130,17 @@ def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
             raise VoiceCliError("Nothing to say: the input has no speakable words "
                                 "(only markup, symbols or code).")
         raise VoiceCliError("Nothing to say: the input is empty.")
+
+
+def check_speakable(text: str, code: str) -> None:
+    """Fail before loading the model when the text has nothing to say."""
+    from voicecli.normalize import speakable
+
+    if not text.strip():
+        raise VoiceCliError("Nothing to say: the text is empty.")
+    if not speakable(text, code=code).strip():
+        raise VoiceCliError("Nothing to say: the text has no speakable words "
+                            "(only markup, symbols or code).")
 
 
 # --- chat --------------------------------------------------------------------------
@@ -250,4 +263,18 @@ def import_weights(out_dir: Path) -> None:
 
 
 def main() -> None:
-    cli()
+    try:
+        cli()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    else:
+        code = 0
+    # Leave without finalizing the interpreter. An interrupted synthesis may
+    # still be inside torch, and torch's worker threads abort the process when
+    # they are torn down mid-task ("terminate called without an active
+    # exception"). Everything that matters (WAV headers, the audio stream, the
+    # embedded LLM server) was closed on the way out.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

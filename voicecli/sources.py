@@ -30,26 +30,31 @@ def text_source(parts: list[str], timeline: Timeline) -> Iterator[str]:
 
 
 def stdin_source(fd: int, cancel: CancelToken, timeline: Timeline) -> Iterator[str]:
-    """Bytes from ``fd`` as they arrive (no waiting for EOF or for a full buffer).
+    """Text from ``fd`` as it arrives (no waiting for EOF or for a full buffer).
 
     Invalid UTF-8 stops the source with an error naming the byte offset; the
     text before it is still spoken.
     """
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
+    pending = b""  # the start of a multi-byte character split across reads
+    offset = 0  # bytes of input before ``pending``
     first = True
     timeline.mark(REQUEST_SENT)
     while not cancel.cancelled:
         data = os.read(fd, READ_SIZE)
         final = not data
+        buf = pending + data
         try:
-            text = decoder.decode(data, final=final)
+            text, used = codecs.utf_8_decode(buf, "strict", final)
         except UnicodeDecodeError as exc:
+            valid = buf[:exc.start].decode("utf-8")
+            if valid:
+                yield valid
             raise VoiceCliError(
                 f"Standard input is not valid UTF-8 (bad byte at offset {offset + exc.start}). "
                 "Convert it first, for example: iconv -f latin1 -t utf-8 FILE | voicecli say"
             ) from None
-        offset += len(data)
+        pending = buf[used:]
+        offset += used
         if text:
             if first:
                 timeline.mark(FIRST_TOKEN)

@@ -37,8 +37,8 @@ torch_before=$(cat "$constraints")
 
 cached_wheel_usable() {
     # pip alone knows which cached wheels fit this interpreter and platform.
-    pip install --dry-run --quiet --ignore-installed --no-index --no-deps --find-links "$cache" \
-        "llama-cpp-python==$LLAMA_VERSION" >/dev/null 2>&1
+    pip install --dry-run --quiet --ignore-installed --no-index --no-deps \
+        --find-links "$cache" "llama-cpp-python==$LLAMA_VERSION" >/dev/null 2>&1
 }
 
 if cached_wheel_usable; then

@@ -237,3 +237,15 @@ def test_say_with_empty_stdin(tiny_model_dir, tmp_path):
     # /dev/null is not a terminal: it is empty input.
     assert proc.returncode == 1
     assert b"Nothing to say" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+def test_say_with_the_real_kokoro_weights(real_model_dir, tmp_path):
+    out = tmp_path / "real.wav"
+    result = run(["say", "--model-dir", str(real_model_dir), "--voice", "jf_alpha", "--lang",
+                  "a", "-o", str(out), "Hello, this is the real Kokoro model speaking."])
+    assert result.exit_code == 0, result.output
+    audio, rate = read_wav(out)
+    seconds = len(audio) / rate
+    rms = float(np.sqrt(np.mean(audio ** 2)))
+    # About 3 s of real speech: neither silence nor noise-length nonsense.
+    assert 1.5 < seconds < 8 and 0.01 < rms < 0.5, (seconds, rms)

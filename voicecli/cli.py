@@ -154,6 +154,8 @@ def check_speakable(text: str, code: str) -> None:
 @click.option("--llm-model-path", type=click.Path(dir_okay=False, path_type=Path),
               help="GGUF file for the embedded LLM.")
 @click.option("--system", "system_prompt", help="System prompt.")
+@click.option("--temperature", type=float, help="Sampling temperature.")
+@click.option("--max-tokens", type=int, help="Longest reply, in tokens.")
 @click.option("--fast-first/--no-fast-first", default=None,
               help="Cut the first chunk of a reply at a clause boundary to speak sooner.")
 @click.option("--once", "once", metavar="QUESTION", help="Ask one question, speak, exit.")

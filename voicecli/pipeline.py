@@ -15,7 +15,6 @@ device goes quiet at once.
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -213,17 +212,35 @@ class SpeechPipeline:
         heard: list[str] = []
         for span in spans_of():
             sentence = by_index.get(span.sentence)
-            if sentence is None or span.start >= position:
+            # A skipped sentence was heard only up to the skip.
+            limit = position if span.skipped_at is None else min(position, span.skipped_at)
+            if sentence is None or span.start >= limit:
                 continue
-            if span.end is not None and span.end <= position:
+            if span.end is not None and span.end <= limit:
                 heard.append(sentence.display)
                 continue
             if span.end is None or span.end <= span.start:
                 continue
-            words = sentence.display.split()
-            fraction = (position - span.start) / (span.end - span.start)
-            heard.append(" ".join(words[:math.floor(fraction * len(words))]))
+            heard.append(_leading_words(sentence.display,
+                                        (limit - span.start) / (span.end - span.start)))
         return " ".join(h for h in heard if h)
+
+
+def _leading_words(text: str, fraction: float) -> str:
+    """The whole words within the first ``fraction`` of ``text``'s speaking time.
+
+    Speaking time is taken as proportional to characters, not words: a long word takes
+    longer to say than a short one. A word cut in the middle was not heard.
+    """
+    words = text.split()
+    budget = fraction * sum(len(w) + 1 for w in words)
+    kept: list[str] = []
+    for word in words:
+        budget -= len(word) + 1
+        if budget < 0:
+            break
+        kept.append(word)
+    return " ".join(kept)
 
 
 def _put(q: queue.Queue, item: object, cancel: CancelToken) -> bool:

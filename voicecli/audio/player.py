@@ -24,6 +24,10 @@ from voicecli.errors import VoiceCliError
 log = logging.getLogger(__name__)
 
 NO_DEVICE_HINT = "Use --output FILE.wav to write the audio to a file instead."
+# A live stream calls back every block, silence included (paused or not), so this long
+# without a callback means the device is gone; generous because a new PulseAudio
+# stream may stall for a second or two.
+STALL_SECONDS = 5.0
 
 
 def _sounddevice():
@@ -77,6 +81,7 @@ class SentenceSpan:
     sentence: int
     start: int  # absolute ring position of its first sample
     end: int | None = None  # one past its last sample, once known
+    skipped_at: int | None = None  # heard position when the listener skipped the rest
 
 
 class Player:
@@ -102,6 +107,9 @@ class Player:
         self._played_pos = 0
         self._cut_pos: int | None = None  # heard position frozen by the last flush
         self._dac_delay = 0.0  # seconds from callback to DAC, from PortAudio's timestamps
+        self._writing: int | None = None  # sentence whose samples write() receives
+        self._discard: int | None = None  # skipped sentence: drop the rest of its samples
+        self._last_callback = time.monotonic()
         self._lock = threading.Lock()
         self._stream = self._open(latency)
 
@@ -122,6 +130,7 @@ class Player:
     # --- audio thread -------------------------------------------------------------
     def _callback(self, outdata, frames, time_info, status) -> None:
         now = time.monotonic()
+        self._last_callback = now
         out = outdata[:, 0]
         if self._paused:
             out.fill(0)
@@ -161,6 +170,7 @@ class Player:
                 self._spans[-1].end = pos
             self._spans.append(SentenceSpan(sentence, pos))
         self._markers.append((pos, sentence))
+        self._writing = sentence
         self._expecting = True
 
     def end_sentence(self) -> None:
@@ -170,9 +180,28 @@ class Player:
                 self._spans[-1].end = pos
 
     def write(self, samples: np.ndarray, cancel: CancelToken | None = None) -> int:
-        """Queue samples, blocking while max audio ahead is already queued."""
+        """Queue samples, blocking while max audio ahead is already queued.
+
+        Raises VoiceCliError when the device stops taking audio (unplugged, server gone),
+        rather than blocking forever on a ring that never drains.
+        """
+        if self._discard is not None and self._discard == self._writing:
+            return len(samples)
         self._expecting = True
-        return self.ring.write(samples, cancel)
+        done = self.ring.write(samples, _UntilStalled(cancel, self))
+        if done < len(samples) and self.stalled():
+            raise self._stalled_error()
+        return done
+
+    def stalled(self) -> bool:
+        """The device has stopped calling back: it disappeared or hung."""
+        return time.monotonic() - self._last_callback > STALL_SECONDS
+
+    def _stalled_error(self) -> VoiceCliError:
+        return VoiceCliError(
+            f"The audio output device {self.device} stopped playing (unplugged, or its "
+            f"sound server went away). Check it with `voicecli devices`, pick another "
+            f"with --device, or {NO_DEVICE_HINT[0].lower()}{NO_DEVICE_HINT[1:]}")
 
     def finish(self) -> None:
         """No more audio is coming this turn: running dry is no longer an underrun."""
@@ -185,6 +214,8 @@ class Player:
         while self.ring.available > 0 or self._paused:
             if cancel is not None and cancel.wait(0.01):
                 return False
+            if self.stalled():
+                raise self._stalled_error()
             if cancel is None:
                 time.sleep(0.01)
             if deadline is not None and time.monotonic() > deadline:
@@ -203,13 +234,38 @@ class Player:
         self._cut_pos = self.heard_position()
         dropped = self.ring.clear()
         self._markers.clear()
+        self._restart_stream()
+        return dropped
+
+    def skip_sentence(self) -> bool:
+        """Jump to the next sentence: drop the rest of the one the listener hears now.
+
+        Audio already queued for the next sentence is kept; if it is not queued yet, the
+        rest of this sentence is discarded as it arrives. False when nothing is playing.
+        """
+        heard = self.heard_position()
+        with self._lock:
+            current = next((s for s in self._spans if s.start <= heard
+                            and (s.end is None or heard < s.end)), None)
+            if current is None:
+                return False
+            current.skipped_at = heard
+            following = [s.start for s in self._spans if s.start > current.start]
+        if following:
+            self.ring.skip_to(following[0])
+        else:
+            self._discard = current.sentence
+            self.ring.clear()  # also makes a writer blocked mid-chunk abandon it
+        self._restart_stream()
+        return True
+
+    def _restart_stream(self) -> None:
         try:
             # abort() discards buffers already handed to the host; start() reopens.
             self._stream.abort()
             self._stream.start()
         except Exception as exc:  # noqa: BLE001 - device vanished: report, don't crash
             log.warning("audio device error while flushing: %s", exc)
-        return dropped
 
     def pause(self) -> None:
         self._paused = True
@@ -229,7 +285,7 @@ class Player:
 
     def spans(self) -> list[SentenceSpan]:
         with self._lock:
-            return [SentenceSpan(s.sentence, s.start, s.end) for s in self._spans]
+            return [SentenceSpan(s.sentence, s.start, s.end, s.skipped_at) for s in self._spans]
 
     def set_hooks(self, on_played: Callable[[int, float], None] | None,
                   on_underrun: Callable[[float], None] | None) -> None:
@@ -241,6 +297,7 @@ class Player:
             self._spans.clear()
         self._markers.clear()
         self._cut_pos = None
+        self._discard = None
 
     @property
     def active(self) -> bool:
@@ -252,3 +309,15 @@ class Player:
             self._stream.close()
         except Exception:  # noqa: BLE001 - closing a vanished device is not an error
             pass
+
+
+class _UntilStalled:
+    """A cancel token for RingBuffer.write that also fires when the device stalls."""
+
+    def __init__(self, cancel: CancelToken | None, player: Player) -> None:
+        self._cancel = cancel
+        self._player = player
+
+    @property
+    def cancelled(self) -> bool:
+        return (self._cancel is not None and self._cancel.cancelled) or self._player.stalled()

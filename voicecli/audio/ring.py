@@ -93,6 +93,16 @@ class RingBuffer:
                 self._space.notify()
         return n, before
 
+    def skip_to(self, position: int) -> int:
+        """Drop unread samples before absolute ``position``; returns how many were dropped."""
+        with self._lock:
+            target = min(max(position, self._read_pos), self._write_pos)
+            dropped = target - self._read_pos
+            self._read_pos = target
+            if dropped:
+                self._space.notify_all()
+        return dropped
+
     def clear(self) -> int:
         """Drop everything not yet read; returns how many samples were dropped."""
         with self._lock:

@@ -100,6 +100,20 @@ class TeeSink:
     def heard_position(self) -> int:
         return self.sinks[0].heard_position()
 
+    # Playback controls belong to the device; the file keeps every sample regardless.
+    def pause(self) -> None:
+        self.sinks[0].pause()
+
+    def resume(self) -> None:
+        self.sinks[0].resume()
+
+    @property
+    def paused(self) -> bool:
+        return self.sinks[0].paused
+
+    def skip_sentence(self) -> bool:
+        return self.sinks[0].skip_sentence()
+
 
 def make_sink(settings, sample_rate: int):
     """The device, the WAV file, or both (--output with --play)."""

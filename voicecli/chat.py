@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-import sys
+import logging
+import os
+from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 
 from voicecli import display
 from voicecli.config import Settings
@@ -12,7 +15,21 @@ from voicecli.pipeline import TurnResult
 from voicecli.session import Session
 from voicecli.sources import ChatClient
 
+log = logging.getLogger(__name__)
+
 CUT_OFF = "[interrupted: the user heard only the text above]"
+PROMPT = "you> "
+HISTORY_LENGTH = 1000
+
+COMMANDS = {
+    "/voice NAME": "speak with another voice or blend (af_heart+am_adam)",
+    "/speed X": "speaking rate, 0.5 to 2.0",
+    "/model NAME": "ask another model on the same server",
+    "/system TEXT": "replace the system prompt (keeps the conversation)",
+    "/clear": "forget the conversation",
+    "/help": "this list",
+    "/quit": "leave (Ctrl-D does too)",
+}
 
 
 def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
@@ -34,7 +51,7 @@ def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
     with display.err.status("Starting the embedded LLM…", spinner="dots"):
         server.start()
     display.note(f"LLM: embedded {server.model_path.name} at {server.base_url}")
-    return ChatClient(base_url=server.base_url, api_key="local", model=server.model_name,
+    return ChatClient(base_url=server.base_url, api_key=server.api_key, model=server.model_name,
                       temperature=settings.temperature, max_tokens=settings.max_tokens)
 
 
@@ -46,52 +63,157 @@ def remembered(result: TurnResult) -> str:
     return f"{heard} {CUT_OFF}" if heard else CUT_OFF
 
 
+class Conversation:
+    """The messages sent to the LLM, and the /commands that change the chat."""
+
+    def __init__(self, settings: Settings, session: Session, llm: ChatClient) -> None:
+        self.session = session
+        self.llm = llm
+        self.system = settings.system_prompt
+        self.messages: list[dict[str, str]] = [{"role": "system", "content": self.system}]
+        self.quit = False
+
+    def command(self, line: str) -> None:
+        """Run one /command; a mistake raises VoiceCliError with what to type instead."""
+        name, _, arg = line.strip().partition(" ")
+        arg = arg.strip()
+        handler: Callable[[str], None] | None = {
+            "/voice": self._voice, "/speed": self._speed, "/model": self._model,
+            "/system": self._system, "/clear": self._clear, "/help": self._help,
+            "/quit": self._quit, "/exit": self._quit,
+        }.get(name.lower())
+        if handler is None:
+            raise VoiceCliError(f"Unknown command {name}. /help lists the commands.")
+        handler(arg)
+
+    def _voice(self, arg: str) -> None:
+        if not arg:
+            raise VoiceCliError("Which voice? For example: /voice am_adam "
+                                "(`voicecli voices` lists them).")
+        synth = self.session.synth
+        set_voice = getattr(synth, "set_voice", None)
+        if set_voice is not None:
+            set_voice(arg)  # checks the name and loads the pack now, not mid-reply
+        elif hasattr(synth, "voice"):
+            synth.voice = arg
+        else:
+            raise VoiceCliError("This synthesizer cannot change voice.")
+        display.note(f"voice: {arg}")
+
+    def _speed(self, arg: str) -> None:
+        try:
+            speed = float(arg)
+        except ValueError:
+            raise VoiceCliError("Speed is a number from 0.5 to 2.0, e.g. /speed 1.2") from None
+        if not 0.5 <= speed <= 2.0:
+            raise VoiceCliError(f"Speed {speed} is out of range: use 0.5 to 2.0.")
+        self.session.synth.speed = speed
+        display.note(f"speed: {speed:g}")
+
+    def _model(self, arg: str) -> None:
+        if not arg:
+            raise VoiceCliError(f"Which model? Now: {self.llm.model}. Example: /model gpt-4o")
+        self.llm.model = arg
+        display.note(f"model: {arg}")
+
+    def _system(self, arg: str) -> None:
+        if not arg:
+            display.note(f"system prompt: {self.system}")
+            return
+        self.system = arg
+        self.messages[0] = {"role": "system", "content": arg}
+        display.note("system prompt replaced")
+
+    def _clear(self, arg: str) -> None:
+        self.messages = [{"role": "system", "content": self.system}]
+        display.note("conversation cleared")
+
+    def _help(self, arg: str) -> None:
+        width = max(len(c) for c in COMMANDS)
+        for usage, what in COMMANDS.items():
+            display.note(f"{usage.ljust(width)}  {what}")
+        display.note(f"While it speaks: {display.KEYS_HINT}.")
+
+    def _quit(self, arg: str) -> None:
+        self.quit = True
+
+    def ask(self, question: str) -> TurnResult:
+        """One turn: send the question, speak the answer, remember what was heard."""
+        self.messages.append({"role": "user", "content": question})
+        history = list(self.messages)
+        result = self.session.speak(
+            lambda cancel, tl: self.llm.stream(history, cancel, tl), label="chat",
+            fast_first=self.session.settings.fast_first, view=display.turn_view(reply=True))
+        if result.error is not None:
+            self.messages.pop()  # the question goes unanswered: the user may ask again
+        else:
+            self.messages.append({"role": "assistant", "content": remembered(result)})
+        turn = self.session.last_turn
+        self.quit = self.quit or (turn is not None and turn.quit)
+        return result
+
+
 def run_chat(settings: Settings, *, once: str | None = None) -> None:
+    if once is not None and not once.strip():
+        raise VoiceCliError("Nothing to ask: the question is empty.")
     with ExitStack() as stack:
         llm = connect_llm(settings, stack)
         session = stack.enter_context(Session(settings))
-        messages = [{"role": "system", "content": settings.system_prompt}]
-        interactive = once is None
-        if interactive:
-            _enable_line_editing()
-            display.note("Type a message and press Enter. While it speaks, any key "
-                         "interrupts. Ctrl-D or Ctrl-C quits.")
-        while True:
-            if interactive:
-                try:
-                    question = input("you> ")
-                except EOFError:
-                    display.note("Bye.")
-                    return
-            else:
-                question = once
-            if not question.strip():
-                if interactive:
-                    continue
-                raise VoiceCliError("Nothing to ask: the question is empty.")
-            messages.append({"role": "user", "content": question})
-            if interactive:
-                sys.stdout.write("assistant> ")
-                sys.stdout.flush()
-            result = session.speak(
-                lambda cancel, tl, history=list(messages): llm.stream(history, cancel, tl),
-                label="chat", fast_first=settings.fast_first, on_text=display.stream_text)
-            sys.stdout.write("\n")
-            if result.interrupted:
-                display.note("(interrupted)")
+        chat = Conversation(settings, session, llm)
+        if once is not None:
+            result = chat.ask(once)
             if result.error is not None:
-                if not interactive:
-                    raise result.error
-                display.error(str(result.error))
-                messages.pop()
-            else:
-                messages.append({"role": "assistant", "content": remembered(result)})
-            if not interactive:
+                raise result.error
+            return
+        stack.enter_context(_LineEditing())
+        while not chat.quit:
+            display.listening()
+            try:
+                line = input(PROMPT)
+            except EOFError:
+                display.note("Bye.")
                 return
+            if not line.strip():
+                continue
+            if line.lstrip().startswith("/"):
+                try:
+                    chat.command(line)
+                except VoiceCliError as exc:
+                    display.error(str(exc))
+                continue
+            result = chat.ask(line)
+            if result.error is not None:
+                display.error(str(result.error))
 
 
-def _enable_line_editing() -> None:
-    try:
-        import readline  # noqa: F401 - importing it gives input() history and arrow keys
-    except ImportError:
-        pass
+class _LineEditing:
+    """readline for input(): arrow keys, editing and a history kept between runs."""
+
+    def __init__(self) -> None:
+        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+        self.path = state / "voicecli" / "history"
+        self.readline = None
+
+    def __enter__(self) -> _LineEditing:
+        try:
+            import readline
+        except ImportError:  # not on every platform: input() still works, without history
+            return self
+        self.readline = readline
+        readline.set_history_length(HISTORY_LENGTH)
+        try:
+            readline.read_history_file(self.path)
+        except (FileNotFoundError, PermissionError):
+            pass
+        except OSError as exc:
+            log.debug("chat history %s unreadable: %s", self.path, exc)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.readline is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.readline.write_history_file(self.path)
+        except OSError as exc:
+            log.debug("chat history %s not saved: %s", self.path, exc)

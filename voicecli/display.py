@@ -1,14 +1,21 @@
-"""What voicecli shows in the terminal: streamed text, notes, timing tables.
+"""What voicecli shows in the terminal: the live reply, status line, notes, timing tables.
 
 Plain text when stdout is not a terminal: no escape codes in pipes or files.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
 from rich.table import Table
+from rich.text import Text
 
 from voicecli.timeline import (
     PER_SENTENCE,
@@ -23,6 +30,218 @@ from voicecli.timeline import (
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+CUT_OFF_MARK = "[interrupted]"
+
+
+@dataclass
+class Progress:
+    """Where a turn stands, as the live view shows it (built by the session)."""
+
+    state: str  # thinking | speaking | paused | interrupted
+    sentences: dict[int, str] = field(default_factory=dict)  # index -> displayed text
+    playing: int | None = None  # the sentence the listener hears now
+    text_done: bool = False  # the source has finished: the sentence count is final
+    spoken_seconds: float = 0.0
+    keys: bool = True  # single keys control playback
+
+
+STATE_STYLES = {"thinking": "yellow", "speaking": "green", "paused": "cyan",
+                "interrupted": "red", "listening": "blue"}
+KEYS_HINT = "space pause · s skip · q quit · any other key stop"
+NO_KEYS_HINT = "Ctrl-C stops"
+
+
+def status_line(p: Progress) -> Text:
+    """``● speaking  sentence 2/5 · 0:04   space pause · …`` on one line."""
+    line = Text()
+    line.append(f"● {p.state}", style=f"bold {STATE_STYLES.get(p.state, '')}")
+    if p.playing is not None and p.sentences:
+        total = f"{len(p.sentences)}" if p.text_done else f"{len(p.sentences)}+"
+        line.append(f"  sentence {p.playing + 1}/{total}")
+    if p.spoken_seconds >= 1.0:
+        minutes, seconds = divmod(int(p.spoken_seconds), 60)
+        line.append(f" · {minutes}:{seconds:02d} spoken")
+    line.append(f"   {KEYS_HINT if p.keys else NO_KEYS_HINT}", style="dim")
+    line.no_wrap = True
+    line.overflow = "ellipsis"
+    return line
+
+
+class TurnView:
+    """How one turn is shown. This base shows nothing (say with stderr not a terminal)."""
+
+    def start(self, progress: Callable[[], Progress]) -> None:
+        pass
+
+    def text(self, piece: str) -> None:
+        pass
+
+    def finish(self, text: str, heard: str, interrupted: bool) -> None:
+        pass
+
+
+class PlainReply(TurnView):
+    """Pipes and files: the reply as it streams, nothing else on stdout."""
+
+    def text(self, piece: str) -> None:
+        stream_text(piece)
+
+    def finish(self, text: str, heard: str, interrupted: bool) -> None:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        if interrupted:
+            note("(interrupted: only what was heard is remembered)")
+
+
+class LiveReply(TurnView):
+    """The reply streams in, and the sentence being heard is highlighted.
+
+    The highlight follows the player's play position (see Session.progress), so it
+    moves when the sound does, not when the text arrives. At the end the live region
+    gives way to the reply rendered as Markdown, or, after an interruption, to the
+    part that was heard followed by the struck-out rest.
+    """
+
+    def __init__(self, console: Console | None = None) -> None:
+        # Not ``out``: that one soft-wraps for raw streaming, this one wraps at words.
+        self.console = console or Console(highlight=False)
+        self._text = ""
+        self._lock = threading.Lock()
+        self._offsets: dict[int, tuple[int, int]] = {}  # sentence -> span in the text
+        self._cursor = 0
+        self._progress: Callable[[], Progress] | None = None
+        self._live: Live | None = None
+
+    def start(self, progress: Callable[[], Progress]) -> None:
+        self._progress = progress
+        self._live = Live(console=self.console, get_renderable=self._render,
+                          refresh_per_second=8, transient=True, redirect_stdout=False,
+                          redirect_stderr=False)
+        self._live.start()
+
+    def text(self, piece: str) -> None:
+        with self._lock:
+            self._text += piece
+
+    def _locate(self, text: str, sentences: dict[int, str]) -> None:
+        for index in sorted(i for i in sentences if i not in self._offsets):
+            shown = sentences[index].strip()
+            at = text.find(shown, self._cursor) if shown else -1
+            if at < 0:
+                continue
+            self._offsets[index] = (at, at + len(shown))
+            self._cursor = at + len(shown)
+
+    def _render(self) -> RenderableType:
+        with self._lock:
+            text = self._text
+        p = self._progress() if self._progress is not None else Progress("thinking")
+        self._locate(text, p.sentences)
+        body = Text(text)
+        current = self._offsets.get(p.playing) if p.playing is not None else None
+        if current is not None:
+            body.stylize("dim", current[1])
+            body.stylize("bold bright_cyan", *current)
+        elif p.state == "thinking":
+            body.stylize("dim")
+        return Group(self._window(body, current), status_line(p))
+
+    def _window(self, body: Text, current: tuple[int, int] | None) -> RenderableType:
+        """As many lines as fit above the status line, keeping the heard sentence in view."""
+        width = self.console.width
+        room = max(3, self.console.height - 2)
+        lines = body.wrap(self.console, width)
+        if len(lines) <= room:
+            return body
+        first = len(lines) - room
+        if current is not None:
+            at = len(Text(body.plain[:current[0]]).wrap(self.console, width)) - 1
+            first = min(first, max(0, at - 1))
+        return Group(*lines[first:first + room])
+
+    def finish(self, text: str, heard: str, interrupted: bool) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        if not interrupted:
+            self.console.print(Markdown(text) if text.strip() else Text(""))
+            return
+        if self._progress is not None:
+            self._locate(text, self._progress().sentences)
+        shown = _strike_unheard(text, [self._offsets[i] for i in sorted(self._offsets)], heard)
+        shown.rstrip()
+        shown.append(f" {CUT_OFF_MARK}", style="bold red")
+        self.console.print(shown)
+
+
+class SpeakingStatus(TurnView):
+    """``say``: one status line on stderr with progress and the sentence being heard."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or err
+        self._live: Live | None = None
+        self._progress: Callable[[], Progress] | None = None
+
+    def start(self, progress: Callable[[], Progress]) -> None:
+        self._progress = progress
+        self._live = Live(console=self.console, get_renderable=self._render,
+                          refresh_per_second=4, transient=True, redirect_stdout=False,
+                          redirect_stderr=False)
+        self._live.start()
+
+    def _render(self) -> RenderableType:
+        p = self._progress() if self._progress is not None else Progress("thinking")
+        line = status_line(p)
+        if p.playing is not None:
+            now = Text(" ".join(p.sentences.get(p.playing, "").split()), style="italic")
+            now.no_wrap = True
+            now.overflow = "ellipsis"
+            return Group(now, line)
+        return line
+
+    def finish(self, text: str, heard: str, interrupted: bool) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def _strike_unheard(text: str, spans: list[tuple[int, int]], heard: str) -> Text:
+    """``text`` with the words of each sentence that were not heard struck out.
+
+    ``heard`` is the heard part of each sentence, joined in order: a sentence matches
+    it word by word until the first word that was not heard (skipped or cut off).
+    """
+    shown = Text(text)
+    heard_words = heard.split()
+    taken = 0
+    for start, end in spans:
+        words = list(re.finditer(r"\S+", text[start:end]))
+        count = 0
+        while (count < len(words) and taken + count < len(heard_words)
+               and heard_words[taken + count] == words[count].group()):
+            count += 1
+        taken += count
+        if count < len(words):
+            cut = start + (words[count - 1].end() if count else 0)
+            shown.stylize("dim strike", cut, end)
+    return shown
+
+
+def turn_view(*, reply: bool) -> TurnView:
+    """The view for a chat reply (``reply``) or for ``say``, for the terminal at hand."""
+    if reply:
+        return LiveReply() if out.is_terminal else PlainReply()
+    return SpeakingStatus() if err.is_terminal else TurnView()
+
+
+def listening() -> None:
+    """The state line above the prompt."""
+    if err.is_terminal:
+        line = Text("● listening", style=f"bold {STATE_STYLES['listening']}")
+        line.append("   type a message · /help for commands · Ctrl-D quits", style="dim")
+        err.print(line)
 
 
 def stream_text(piece: str) -> None:

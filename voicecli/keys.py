@@ -87,6 +87,15 @@ class KeyListener:
                 pass
             self._saved = None
 
+    def restore_terminal(self) -> None:
+        """Put the terminal back as it was, at once (safe from a signal handler)."""
+        saved = self._saved
+        if saved is not None:
+            try:
+                termios.tcsetattr(self.fd, termios.TCSANOW, saved)
+            except termios.error:
+                pass
+
     def close(self) -> None:
         self.stop()
         if self._owns_fd:

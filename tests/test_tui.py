@@ -1,0 +1,208 @@
+"""The terminal experience, driven for real: voicecli under a pseudo-terminal, a
+scripted OpenAI-protocol server, the tiny Kokoro model and the test audio device.
+
+Every step waits for something the program shows (the status line, the prompt);
+sleeps only let time pass while a state must hold.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+
+from tests import tui_harness as tui
+from voicecli.chat import CUT_OFF
+from voicecli.errors import VoiceCliError
+from voicecli.scripted_llm import Script, ScriptedLLM
+
+SHORT = "Hello there. This is a short answer."
+LONG_SENTENCE = ("This sentence keeps going for a long while with plenty of plain words so "
+                 "that it takes several seconds to say out loud even for a tiny model.")
+LONG = f"First things first. {LONG_SENTENCE} {LONG_SENTENCE.replace('This', 'That')} The end."
+
+
+@pytest.fixture
+def home(tmp_path):
+    return tmp_path
+
+
+def serve(text: str) -> ScriptedLLM:
+    return ScriptedLLM(Script.from_text(text, tokens_per_second=40))
+
+
+def assistant_turns(llm: ScriptedLLM, request: int) -> list[str]:
+    return [m["content"] for m in llm.requests[request].messages if m["role"] == "assistant"]
+
+
+def test_interrupt_remembers_only_what_was_heard(tiny_model_dir, capture_device, home):
+    with serve(LONG) as llm:
+        child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
+        tui.wait_prompt(child, tui.START_TIMEOUT)
+        child.sendline("tell me something long")
+        child.expect_exact("sentence 2/")  # the first long sentence is being heard
+        child.send("x")
+        tui.wait_state(child, "interrupted")
+        child.expect_exact("[interrupted]")
+        tui.wait_prompt(child)
+        llm.script = Script.from_text(SHORT, tokens_per_second=40)
+        child.sendline("and now?")
+        tui.wait_prompt(child)  # the second reply was spoken in full
+        child.sendline("/quit")
+        assert tui.finish(child) == 0
+    messages = llm.requests[1].messages
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[1]["content"] == "tell me something long"
+    memory = messages[2]["content"]
+    assert memory.endswith(CUT_OFF)
+    heard = memory[:-len(CUT_OFF)].strip()
+    assert heard.startswith("First things first.")
+    assert LONG.startswith(heard) and len(heard) < len(LONG) - 20
+    assert LONG_SENTENCE not in heard  # cut inside the sentence that was playing
+
+
+def test_history_carries_the_full_reply_between_turns(tiny_model_dir, capture_device, home):
+    with serve(SHORT) as llm:
+        child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url,
+                                        "--system", "Be terse."), home)
+        tui.wait_prompt(child, tui.START_TIMEOUT)
+        child.sendline("one")
+        tui.wait_state(child, "speaking")
+        tui.wait_prompt(child)
+        child.sendline("two")
+        tui.wait_prompt(child)
+        child.sendeof()
+        assert tui.finish(child) == 0
+    assert llm.requests[1].messages == [
+        {"role": "system", "content": "Be terse."}, {"role": "user", "content": "one"},
+        {"role": "assistant", "content": SHORT}, {"role": "user", "content": "two"}]
+    # readline kept the questions for the next run (arrow-up history).
+    assert (home / "state" / "voicecli" / "history").read_text().split()[-2:] == ["one", "two"]
+
+
+def test_pause_resume_skip_and_quit(tiny_model_dir, capture_device, home):
+    with serve(LONG) as llm:
+        child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
+        tui.wait_prompt(child, tui.START_TIMEOUT)
+        child.sendline("talk")
+        child.expect_exact("sentence 2/")
+        child.send(" ")
+        tui.wait_state(child, "paused")
+        time.sleep(1.0)  # not a sync: time passes, and the turn must stay paused
+        child.send(" ")
+        tui.wait_state(child, "speaking")
+        child.send("s")  # skip the rest of the first long sentence
+        child.expect_exact("sentence 3/")
+        skipped_at = tui.wait_spoken(child, 0)
+        tui.wait_spoken(child, skipped_at + 2)  # well into the next sentence
+        child.send("x")
+        child.expect_exact("[interrupted]")
+        tui.wait_prompt(child)
+        child.sendline("again")
+        child.expect_exact("sentence 2/")
+        child.send("q")
+        assert tui.finish(child) == 0
+    heard = assistant_turns(llm, 1)[0]
+    assert heard.startswith("First things first.") and heard.endswith(CUT_OFF)
+    # The skipped sentence was cut, and the next one was heard from its start.
+    assert LONG_SENTENCE not in heard
+    assert "That sentence keeps going" in heard
+    # q interrupted the second turn and left; no third request was made.
+    assert len(llm.requests) == 2
+
+
+def test_pause_loses_no_audio(tiny_model_dir, capture_device, home):
+    with serve(SHORT + " " + LONG_SENTENCE) as llm:
+        child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
+        tui.wait_prompt(child, tui.START_TIMEOUT)
+        child.sendline("talk")
+        tui.wait_state(child, "speaking")
+        child.send(" ")
+        tui.wait_state(child, "paused")
+        time.sleep(1.0)  # the turn must not end while paused
+        child.send(" ")
+        tui.wait_state(child, "speaking")
+        tui.wait_prompt(child)
+        child.sendline("more")
+        tui.wait_prompt(child)
+        child.sendline("/quit")
+        assert tui.finish(child) == 0
+    assert assistant_turns(llm, 1) == [SHORT + " " + LONG_SENTENCE]  # heard to the end
+
+
+def test_ctrl_c_quits_cleanly(tiny_model_dir, capture_device, home):
+    with serve(LONG) as llm:
+        child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
+        tui.wait_prompt(child, tui.START_TIMEOUT)
+        child.sendline("talk")
+        tui.wait_state(child, "speaking")
+        child.sendintr()
+        child.expect_exact("Interrupted.")
+        output = child.before
+        assert tui.finish(child) == 130
+    assert "Traceback" not in output
+
+
+def test_commands_change_the_chat(tiny_model_dir, capture_device, home):
+    with serve(SHORT) as llm:
+        child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
+        tui.wait_prompt(child, tui.START_TIMEOUT)
+        child.sendline("/help")
+        child.expect_exact("/clear")
+        tui.wait_prompt(child)
+        steps = [("/voice am_tiny", "voice: am_tiny"), ("/voice nobody", "Unknown voice"),
+                 ("/speed 1.5", "speed: 1.5"), ("/speed 7", "out of range"),
+                 ("/model other-model", "model: other-model"), ("/frobnicate", "Unknown command"),
+                 ("/system Answer in French.", "system prompt replaced")]
+        for line, shown in steps:
+            child.sendline(line)
+            child.expect_exact(shown)
+            tui.wait_prompt(child)
+        child.sendline("first question")
+        tui.wait_state(child, "speaking")
+        tui.wait_prompt(child)
+        child.sendline("/clear")
+        child.expect_exact("conversation cleared")
+        tui.wait_prompt(child)
+        child.sendline("second question")
+        tui.wait_state(child, "speaking")
+        tui.wait_prompt(child)
+        child.sendline("/quit")
+        assert tui.finish(child) == 0
+    assert llm.requests[0].messages[0] == {"role": "system", "content": "Answer in French."}
+    assert llm.requests[1].messages == [{"role": "system", "content": "Answer in French."},
+                                        {"role": "user", "content": "second question"}]
+
+
+def test_piped_stdout_is_plain_text_and_stderr_is_quiet(tiny_model_dir, capture_device, home):
+    out, err = home / "out.txt", home / "err.txt"
+    with serve("Hello there. This is **markdown** text.") as llm:
+        args = " ".join(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url,
+                                      "--once", "'say hi'"))
+        child = tui.spawn([], home, command=f"{tui.VOICECLI} {args} >{out} 2>{err}")
+        status = tui.finish(child, tui.START_TIMEOUT)
+    assert status == 0, err.read_text()
+    text = out.read_text()
+    assert "\x1b" not in text
+    assert text == "Hello there. This is **markdown** text.\n"
+    noise = [line for line in err.read_text().splitlines()
+             if not line.startswith(("LLM: ", "Interrupting with a key is off"))]
+    assert noise == []  # no torch, loguru, spaCy or ALSA chatter
+
+
+def test_a_stalled_device_stops_with_a_clear_error(capture_device, monkeypatch):
+    from voicecli.audio import player as player_module
+    from voicecli.audio.player import Player
+
+    monkeypatch.setattr(player_module, "STALL_SECONDS", 0.5)
+    player = Player(24000, device=capture_device[0], capacity_seconds=0.5)
+    try:
+        player._stream.abort()  # what a vanished device looks like: no more callbacks
+        started = time.monotonic()
+        with pytest.raises(VoiceCliError, match=re.escape("stopped playing")):
+            player.write(np.zeros(24000 * 2, np.float32))
+        assert time.monotonic() - started < 10
+    finally:
+        player.close()

@@ -42,6 +42,15 @@ def capture_device() -> tuple[str, Path]:
     return "voicecli_capture", Path(capture)
 
 
+@pytest.fixture
+def fresh_capture(capture_device) -> tuple[str, Path]:
+    """capture_device with an empty capture file: earlier tests' audio is gone, so
+    any sound in it comes from this test (the device recreates the file on open)."""
+    device, path = capture_device
+    path.unlink(missing_ok=True)
+    return device, path
+
+
 @pytest.fixture(scope="session")
 def tiny_synth(tiny_model_dir):
     from voicecli.tts.kokoro_local import KokoroSynthesizer

@@ -170,8 +170,8 @@ def voicecli(*args, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 
 
-def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, capture_device):
-    device, capture = capture_device
+def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, fresh_capture):
+    device, capture = fresh_capture
     proc = voicecli("say", *tiny_args(tiny_model_dir, "--device", device))
     try:
         proc.stdin.write(b"The first line is here.\n")

@@ -32,6 +32,8 @@ def speech_options(f: Callable) -> Callable:
         click.option("--device", help="Output device: sounddevice index or name."),
         click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write the audio to this WAV file (instead of playing it)."),
+        click.option("--blocksize", type=int,
+                     help="Frames per audio callback (default 1200 = 50 ms)."),
         click.option("--play/--no-play", default=None,
                      help="Play on the device too when --output is given."),
         click.option("--buffered", is_flag=True, default=None,

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from voicecli import __version__, config, display
+from voicecli.bench import bench
 from voicecli.errors import VoiceCliError
 
 log = logging.getLogger("voicecli")
@@ -264,6 +265,9 @@ def import_weights(out_dir: Path) -> None:
     display.out.print(f"Kokoro model directory ready: {path}", markup=False)
     display.out.print(f"Use it with --model-dir {path} (or model_dir in the config file).",
                       markup=False)
+
+
+cli.add_command(bench)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markdown import Markdown
@@ -267,13 +268,15 @@ def _ms(timeline: Timeline, name: str, sentence: int | None = None) -> str:
 
 
 def timings_table(timeline: Timeline) -> Table:
-    table = Table(title=f"{timeline.label}: ms from turn start", title_justify="left")
-    table.add_column("#", justify="right")
+    table = Table(title=f"{timeline.label}: ms from turn start", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True, min_width=2)
     labels = {SENTENCE_READY: "ready", SYNTH_START: "synth", SYNTH_FIRST_CHUNK: "chunk",
-              SYNTH_END: "synth end", QUEUED: "queued", PLAYED: "played"}
+              SYNTH_END: "done", QUEUED: "queued", PLAYED: "played"}
+    # The figures must stay whole on an 80-column pipe; the text gives way.
     for name in PER_SENTENCE:
-        table.add_column(labels[name], justify="right")
-    table.add_column("text", no_wrap=True, overflow="ellipsis", max_width=40)
+        table.add_column(labels[name], justify="right", no_wrap=True, min_width=6)
+    table.add_column("text", no_wrap=True, overflow="ellipsis", max_width=28)
     texts = {e.sentence: e.detail.get("text", "") for e in timeline.events
              if e.name == SENTENCE_READY}
     for index in timeline.sentences():

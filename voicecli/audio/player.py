@@ -171,7 +171,6 @@ class Player:
             self._spans.append(SentenceSpan(sentence, pos))
         self._markers.append((pos, sentence))
         self._writing = sentence
-        self._expecting = True
 
     def end_sentence(self) -> None:
         pos = self.ring.write_pos
@@ -187,8 +186,10 @@ class Player:
         """
         if self._discard is not None and self._discard == self._writing:
             return len(samples)
-        self._expecting = True
         done = self.ring.write(samples, _UntilStalled(cancel, self))
+        # Only once audio is in: a callback between a sentence's start and its
+        # first samples is not an underrun.
+        self._expecting = True
         if done < len(samples) and self.stalled():
             raise self._stalled_error()
         return done

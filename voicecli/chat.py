@@ -158,7 +158,8 @@ def run_chat(settings: Settings, *, once: str | None = None) -> None:
         raise VoiceCliError("Nothing to ask: the question is empty.")
     with ExitStack() as stack:
         llm = connect_llm(settings, stack)
-        session = stack.enter_context(Session(settings))
+        # Interactive: warm the model up while the user types the first question.
+        session = stack.enter_context(Session(settings, warm_up=once is None))
         chat = Conversation(settings, session, llm)
         if once is not None:
             result = chat.ask(once)

@@ -123,9 +123,10 @@ def _join_pipeline_threads() -> None:
 
 
 class Session:
-    def __init__(self, settings: Settings, *, keys: bool = True) -> None:
+    def __init__(self, settings: Settings, *, keys: bool = True, warm_up: bool = False) -> None:
         self.settings = settings
         self._want_keys = keys
+        self._warm_up = warm_up
         self.keys: KeyListener | None = None
         self.synth = None
         self.sink = None
@@ -144,6 +145,11 @@ class Session:
         try:
             with display.err.status("Loading the speech model…", spinner="dots"):
                 self.synth = make_synthesizer(self.settings)
+                if self._warm_up and hasattr(self.synth, "synthesize"):
+                    # A process's first forward pass is several hundred ms slower
+                    # than later ones; pay that while the user is still typing.
+                    for _ in self.synth.synthesize("Hello."):
+                        pass
             self.sink = make_sink(self.settings, self.synth.sample_rate)
         except BaseException:
             self.close()

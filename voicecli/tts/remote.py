@@ -166,72 +166,73 @@ class WebSocketSynthesizer:
 
         if cancel.cancelled:
             return
-        conn = self._connect()
-        turn = TurnState(timeline, self.url, self.max_in_flight)
-        failure: list[BaseException] = []
+        # The connection lives for one turn; leaving the block closes it.
+        with self._connect() as conn:
+            turn = TurnState(timeline, self.url, self.max_in_flight)
+            failure: list[BaseException] = []
 
-        def send_cancel() -> None:
-            try:
-                conn.send(p.encode_json(p.control(p.CANCEL)))
-            except Exception:  # noqa: BLE001 - the connection is being torn down anyway
-                pass
-
-        def send_all() -> None:
-            try:
-                for sentence in sentences:
-                    if not sentence.text.strip():
-                        continue
-                    if not turn.wait_for_slot(cancel):
-                        return
-                    conn.send(p.encode_json(turn.speak(sentence, self.voice, self.speed)))
-                if not cancel.cancelled:
-                    conn.send(p.encode_json(p.control(p.END)))
-            except ConnectionClosed:
-                pass  # the receiver reports why
-            except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed: re-raised
-                failure.append(exc)
-
-        sender = threading.Thread(target=send_all, name="voicecli-ws-send", daemon=True)
-        sender.start()
-        cancel.on_cancel(send_cancel)
-        quiet_since = time.monotonic()
-        try:
-            while not turn.done:
-                if cancel.cancelled:
-                    return
+            def send_cancel() -> None:
                 try:
-                    data = conn.recv(timeout=_POLL)
-                except TimeoutError:
-                    if failure:
-                        raise failure[0] from None
-                    if turn.in_flight == 0:
-                        quiet_since = time.monotonic()
-                    elif time.monotonic() - quiet_since > self.read_timeout:
-                        raise VoiceCliError(
-                            f"The speech server at {self.url} sent nothing for "
-                            f"{self.read_timeout:g} s. It may be overloaded or stuck.") from None
-                    continue
-                except ConnectionClosed as exc:
+                    conn.send(p.encode_json(p.control(p.CANCEL)))
+                except Exception:  # noqa: BLE001 - the connection is being torn down anyway
+                    pass
+
+            def send_all() -> None:
+                try:
+                    for sentence in sentences:
+                        if not sentence.text.strip():
+                            continue
+                        if not turn.wait_for_slot(cancel):
+                            return
+                        conn.send(p.encode_json(turn.speak(sentence, self.voice, self.speed)))
+                    if not cancel.cancelled:
+                        conn.send(p.encode_json(p.control(p.END)))
+                except ConnectionClosed:
+                    pass  # the receiver reports why
+                except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed: re-raised
+                    failure.append(exc)
+
+            sender = threading.Thread(target=send_all, name="voicecli-ws-send", daemon=True)
+            sender.start()
+            cancel.on_cancel(send_cancel)
+            quiet_since = time.monotonic()
+            try:
+                while not turn.done:
                     if cancel.cancelled:
                         return
-                    if failure:
-                        raise failure[0] from None
-                    raise VoiceCliError(
-                        f"The speech server at {self.url} closed the connection "
-                        f"({exc}).") from None
-                quiet_since = time.monotonic()
-                try:
-                    message = p.decode_server_frame(data)
-                except p.ProtocolError as exc:
-                    raise VoiceCliError(explain_error(
-                        {"code": exc.code, "message": exc.message}, self.url)) from None
-                chunk = turn.handle(message)
-                if chunk is not None and not cancel.cancelled:
-                    yield chunk
-        finally:
-            if turn.in_flight and not cancel.cancelled:
-                send_cancel()  # the consumer stopped early or failed: free the server
-            conn.close()
+                    try:
+                        data = conn.recv(timeout=_POLL)
+                    except TimeoutError:
+                        if failure:
+                            raise failure[0] from None
+                        if turn.in_flight == 0:
+                            quiet_since = time.monotonic()
+                        elif time.monotonic() - quiet_since > self.read_timeout:
+                            raise VoiceCliError(
+                                f"The speech server at {self.url} sent nothing for "
+                                f"{self.read_timeout:g} s. It may be overloaded or stuck."
+                            ) from None
+                        continue
+                    except ConnectionClosed as exc:
+                        if cancel.cancelled:
+                            return
+                        if failure:
+                            raise failure[0] from None
+                        raise VoiceCliError(
+                            f"The speech server at {self.url} closed the connection "
+                            f"({exc}).") from None
+                    quiet_since = time.monotonic()
+                    try:
+                        message = p.decode_server_frame(data)
+                    except p.ProtocolError as exc:
+                        raise VoiceCliError(explain_error(
+                            {"code": exc.code, "message": exc.message}, self.url)) from None
+                    chunk = turn.handle(message)
+                    if chunk is not None and not cancel.cancelled:
+                        yield chunk
+            finally:
+                if turn.in_flight and not cancel.cancelled:
+                    send_cancel()  # the consumer stopped early or failed: free the server
 
     def close(self) -> None:
         """Nothing to release: connections live for one turn."""

@@ -6,10 +6,6 @@ import threading
 from collections.abc import Callable
 
 
-class Cancelled(Exception):
-    """Raised inside a stage when the turn it works for was cancelled."""
-
-
 class CancelToken:
     """A one-shot flag that every stage polls or waits on.
 
@@ -48,10 +44,6 @@ class CancelToken:
                 self._callbacks.append(callback)
                 return
         callback()
-
-    def raise_if_cancelled(self) -> None:
-        if self._event.is_set():
-            raise Cancelled(self.reason)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep up to ``timeout`` seconds; True if cancelled meanwhile."""

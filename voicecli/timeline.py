@@ -7,7 +7,6 @@ that "played" means "reached the device", not "left the synthesizer".
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -112,6 +111,3 @@ class Timeline:
                 {**asdict(e), "ms": (e.t - self.t0) * 1000.0} for e in self.events
             ],
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=str)

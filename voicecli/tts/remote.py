@@ -90,6 +90,19 @@ class TurnState:
             fields["speed"] = speed
         return p.control(p.SPEAK, **fields)
 
+    def requests(self, sentences: Iterable[Sentence], cancel: CancelToken,
+                 voice: str | None, speed: float | None) -> Iterator[dict[str, Any]]:
+        """The speak message for each sentence with words, as soon as a slot is free.
+
+        Stops early once ``cancel`` fires; callers check it before sending ``end``.
+        """
+        for sentence in sentences:
+            if not sentence.text.strip():
+                continue
+            if not self.wait_for_slot(cancel):
+                return
+            yield self.speak(sentence, voice, speed)
+
     def handle(self, message: dict[str, Any] | p.AudioFrame) -> AudioChunk | None:
         """The chunk to yield for a server message, if any; raises VoiceCliError on `error`."""
         if isinstance(message, p.AudioFrame):
@@ -179,12 +192,8 @@ class WebSocketSynthesizer:
 
             def send_all() -> None:
                 try:
-                    for sentence in sentences:
-                        if not sentence.text.strip():
-                            continue
-                        if not turn.wait_for_slot(cancel):
-                            return
-                        conn.send(p.encode_json(turn.speak(sentence, self.voice, self.speed)))
+                    for message in turn.requests(sentences, cancel, self.voice, self.speed):
+                        conn.send(p.encode_json(message))
                     if not cancel.cancelled:
                         conn.send(p.encode_json(p.control(p.END)))
                 except ConnectionClosed:

@@ -189,17 +189,13 @@ class SageMakerSynthesizer:
 
         def send_all() -> None:
             try:
-                for sentence in sentences:
-                    if not sentence.text.strip():
-                        continue
-                    if not turn.wait_for_slot(cancel):
-                        return
+                for message in turn.requests(sentences, cancel, self.voice, self.speed):
                     replies: queue.Queue[Any] = queue.Queue()
                     order.put(replies)
-                    message = turn.speak(sentence, self.voice, self.speed)
                     threading.Thread(target=request, args=(message, replies), daemon=True,
                                      name="voicecli-sagemaker-request").start()
-                order.put(_END)
+                if not cancel.cancelled:
+                    order.put(_END)
             except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed
                 order.put(exc)
 
@@ -340,12 +336,11 @@ class _BidiTurn:
 
         def send_all() -> None:
             try:
-                for sentence in sentences:
-                    if self.cancel.cancelled:
-                        return
-                    if sentence.text.strip() and self.turn.wait_for_slot(self.cancel):
-                        put(self.turn.speak(sentence, self.synth.voice, self.synth.speed))
-                put(p.control(p.END))
+                for message in self.turn.requests(sentences, self.cancel, self.synth.voice,
+                                                  self.synth.speed):
+                    put(message)
+                if not self.cancel.cancelled:
+                    put(p.control(p.END))
             except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed
                 self.replies.put(exc)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -64,6 +65,7 @@ ENV_ALIASES = {
 }
 
 
+@functools.cache
 def _field_types() -> dict[str, Any]:
     hints = get_type_hints(Settings)
     return {f.name: hints[f.name] for f in fields(Settings)}

@@ -37,7 +37,6 @@ import numpy as np
 VERSION = 1
 MAGIC = b"VCLI"
 SAMPLE_RATE = 24_000
-SAMPLE_FORMAT = "pcm_s16le"
 STREAM_MEDIA_TYPE = "application/x-voicecli-stream"
 
 KIND_AUDIO = 0x01
@@ -59,7 +58,6 @@ CLIENT_TYPES = (SPEAK, CANCEL, END)
 SENTENCE_DONE = "sentence_done"  # request_id, frames, samples, cancelled
 ERROR = "error"  # code, message, optional request_id
 DONE = "done"  # every request after `end` is answered; the server closes next
-SERVER_TYPES = (SENTENCE_DONE, ERROR, DONE)
 
 # Error codes a client can act on.
 BAD_JSON = "bad_json"  # the control message is not a JSON object
@@ -71,7 +69,6 @@ TEXT_TOO_LONG = "text_too_long"
 OVERLOADED = "overloaded"  # the job queue or the session's limit is full: retry later
 SLOW_CONSUMER = "slow_consumer"  # the client stopped reading; the server gives up on it
 SYNTHESIS_FAILED = "synthesis_failed"
-NOT_READY = "not_ready"  # the model is still loading
 
 
 class ProtocolError(Exception):

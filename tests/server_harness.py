@@ -11,14 +11,19 @@ from voicecli.server.run import bind, make_server
 
 
 class RunningServer:
-    def __init__(self, synth_factory: Callable[[], SpeechModel],
-                 limits: Limits | None = None) -> None:
+    def __init__(
+        self, synth_factory: Callable[[], SpeechModel], limits: Limits | None = None
+    ) -> None:
         self.limits = limits or Limits()
         self.server = make_server(synth_factory, self.limits, log_level="warning")
         self.sock = bind("127.0.0.1", 0)
         self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       name="uvicorn-test", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run,
+            kwargs={"sockets": [self.sock]},
+            name="uvicorn-test",
+            daemon=True,
+        )
 
     @property
     def http_url(self) -> str:

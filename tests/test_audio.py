@@ -84,8 +84,9 @@ def test_samples_reaching_the_device_match_what_was_written(capture_device, tiny
     device, capture = capture_device
     speech = np.concatenate(list(tiny_synth.synthesize("Hello there.")))
     played: list[tuple[int, float]] = []
-    player = Player(RATE, device=device, blocksize=480,
-                    on_played=lambda s, t: played.append((s, t)))
+    player = Player(
+        RATE, device=device, blocksize=480, on_played=lambda s, t: played.append((s, t))
+    )
     try:
         player.begin_sentence(0)
         start = time.monotonic()
@@ -101,7 +102,7 @@ def test_samples_reaching_the_device_match_what_was_written(capture_device, tiny
     start = np.flatnonzero(got)[0] - np.flatnonzero(speech)[0]
     assert start >= 0 and len(got) - start >= len(speech)
     # Exact: float32 all the way from the ring to the device, no resampling.
-    np.testing.assert_array_equal(got[start:start + len(speech)], speech)
+    np.testing.assert_array_equal(got[start : start + len(speech)], speech)
     assert [s for s, _ in played] == [0]
     # Paced like a sound card: playing takes about as long as the audio lasts.
     assert elapsed >= 0.8 * len(speech) / RATE

@@ -29,8 +29,17 @@ from voicecli.timeline import (
     TURN_END,
 )
 
-STAGE_EVENTS = (REQUEST_SENT, FIRST_TOKEN, SENTENCE_READY, SYNTH_START, SYNTH_FIRST_CHUNK,
-                QUEUED, PLAYED, TEXT_DONE, TURN_END)
+STAGE_EVENTS = (
+    REQUEST_SENT,
+    FIRST_TOKEN,
+    SENTENCE_READY,
+    SYNTH_START,
+    SYNTH_FIRST_CHUNK,
+    QUEUED,
+    PLAYED,
+    TEXT_DONE,
+    TURN_END,
+)
 
 
 def invoke(*args: str):
@@ -45,8 +54,18 @@ def tiny(tiny_model_dir) -> list[str]:
 # --- the A/B bench ------------------------------------------------------------------------
 def test_bench_short_compares_both_modes_on_identical_text(tiny_model_dir, tmp_path):
     out = tmp_path / "out"
-    result = invoke("--trials", "2", "--scenario", "short", "--tokens-per-second", "400",
-                    "--no-play", "--output-dir", str(out), *tiny(tiny_model_dir))
+    result = invoke(
+        "--trials",
+        "2",
+        "--scenario",
+        "short",
+        "--tokens-per-second",
+        "400",
+        "--no-play",
+        "--output-dir",
+        str(out),
+        *tiny(tiny_model_dir),
+    )
     assert result.exit_code == 0, result.output
     assert "1st PLAYED" in result.output and "streaming" in result.output
     assert "Time to first audio" in result.output
@@ -89,8 +108,19 @@ def test_bench_plays_to_a_real_device(tiny_model_dir, tmp_path, capture_device):
     text = tmp_path / "reply.txt"
     text.write_text("Hello there, friend. [[pause 0.3]] See you soon.")
     out = tmp_path / "out"
-    result = invoke("--trials", "1", "--text-file", str(text), "--tokens-per-second", "400",
-                    "--device", device, "--output-dir", str(out), *tiny(tiny_model_dir))
+    result = invoke(
+        "--trials",
+        "1",
+        "--text-file",
+        str(text),
+        "--tokens-per-second",
+        "400",
+        "--device",
+        device,
+        "--output-dir",
+        str(out),
+        *tiny(tiny_model_dir),
+    )
     assert result.exit_code == 0, result.output
     run = json.loads((out / "bench-reply.json").read_text())
     assert run["output"]["played_means"] == "dac" and run["output"]["device"] == device
@@ -107,8 +137,9 @@ def test_user_errors_are_one_clear_line(tmp_path):
     assert result.exit_code == 1 and "empty" in result.output
     result = invoke("--load", "1,x", "--output-dir", str(tmp_path))
     assert result.exit_code == 1 and "--load" in result.output
-    result = invoke("--load", "1", "--endpoint-url", "ws://10.1.2.3:8080",
-                    "--output-dir", str(tmp_path))
+    result = invoke(
+        "--load", "1", "--endpoint-url", "ws://10.1.2.3:8080", "--output-dir", str(tmp_path)
+    )
     assert result.exit_code == 1 and "loopback" in result.output
     assert "Traceback" not in result.output
 
@@ -141,13 +172,16 @@ def test_pause_markers_become_pauses_before_the_next_token():
 def test_gaps_are_silence_between_one_sentence_end_and_the_next_start():
     rate = 24000
     t0 = 100.0
-    events = [{"name": REQUEST_SENT, "t": t0, "sentence": None},
-              {"name": PLAYED, "t": t0 + 1.0, "sentence": 0},
-              {"name": PLAYED, "t": t0 + 3.0, "sentence": 1},  # 1 s of audio ended at +2.0
-              {"name": PLAYED, "t": t0 + 4.0, "sentence": 2}]  # on time
-    trial = {"timeline": {"t0": t0, "events": events},
-             "sentences": [{"index": i, "samples": n} for i, n in
-                           enumerate((rate, rate, rate))]}
+    events = [
+        {"name": REQUEST_SENT, "t": t0, "sentence": None},
+        {"name": PLAYED, "t": t0 + 1.0, "sentence": 0},
+        {"name": PLAYED, "t": t0 + 3.0, "sentence": 1},  # 1 s of audio ended at +2.0
+        {"name": PLAYED, "t": t0 + 4.0, "sentence": 2},
+    ]  # on time
+    trial = {
+        "timeline": {"t0": t0, "events": events},
+        "sentences": [{"index": i, "samples": n} for i, n in enumerate((rate, rate, rate))],
+    }
     m = trial_metrics(trial, rate, at_device=True)
     assert m["played"] == pytest.approx(1000.0)
     assert m["gaps_ms"] == pytest.approx([1000.0, 0.0])
@@ -184,9 +218,21 @@ def test_load_drives_a_real_server(tiny_model_dir, tmp_path):
     text.write_text("Hello there, friend. See you soon.")
     out = tmp_path / "out"
     before = {t.name for t in threading.enumerate()}
-    result = invoke("--load", "1,2", "--load-turns", "1", "--text-file", str(text),
-                    "--tokens-per-second", "400", "--output-dir", str(out),
-                    "--trial-timeout", "120", *tiny(tiny_model_dir))
+    result = invoke(
+        "--load",
+        "1,2",
+        "--load-turns",
+        "1",
+        "--text-file",
+        str(text),
+        "--tokens-per-second",
+        "400",
+        "--output-dir",
+        str(out),
+        "--trial-timeout",
+        "120",
+        *tiny(tiny_model_dir),
+    )
     assert result.exit_code == 0, result.output
     assert "p50" in result.output
     data = json.loads((out / "load-reply.json").read_text())

@@ -13,7 +13,8 @@ from voicecli.cli import cli
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
-    reason="llama-cpp-python is not installed: ./install.sh (scripts/build_llama_wheel.sh)")
+    reason="llama-cpp-python is not installed: ./install.sh (scripts/build_llama_wheel.sh)",
+)
 
 
 def llama_servers() -> set[int]:
@@ -36,10 +37,26 @@ def llama_servers() -> set[int]:
 def test_chat_once_on_the_embedded_llm_speaks_and_leaves_no_server(tiny_model_dir, tmp_path):
     before = llama_servers()
     out = tmp_path / "reply.wav"
-    result = CliRunner().invoke(cli, [
-        "chat", "--llm", "local", "--model-dir", str(tiny_model_dir), "--voice", "af_tiny",
-        "-o", str(out), "--max-tokens", "24", "--once", "Say hello in one sentence."],
-        catch_exceptions=False, env={"OPENAI_API_KEY": "set-but-ignored"})
+    result = CliRunner().invoke(
+        cli,
+        [
+            "chat",
+            "--llm",
+            "local",
+            "--model-dir",
+            str(tiny_model_dir),
+            "--voice",
+            "af_tiny",
+            "-o",
+            str(out),
+            "--max-tokens",
+            "24",
+            "--once",
+            "Say hello in one sentence.",
+        ],
+        catch_exceptions=False,
+        env={"OPENAI_API_KEY": "set-but-ignored"},
+    )
     assert result.exit_code == 0, result.output
     assert "embedded" in result.output  # says which LLM is in use
     assert read_wav(out)[0].size > 0, "the embedded model's reply was not spoken"
@@ -47,9 +64,24 @@ def test_chat_once_on_the_embedded_llm_speaks_and_leaves_no_server(tiny_model_di
 
 
 def test_missing_gguf_is_a_clear_error(tiny_model_dir, tmp_path):
-    result = CliRunner().invoke(cli, [
-        "chat", "--llm", "local", "--llm-model-path", str(tmp_path / "nope.gguf"),
-        "--model-dir", str(tiny_model_dir), "--voice", "af_tiny", "-o", str(tmp_path / "x.wav"),
-        "--once", "Hi"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "chat",
+            "--llm",
+            "local",
+            "--llm-model-path",
+            str(tmp_path / "nope.gguf"),
+            "--model-dir",
+            str(tiny_model_dir),
+            "--voice",
+            "af_tiny",
+            "-o",
+            str(tmp_path / "x.wav"),
+            "--once",
+            "Hi",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 1
     assert "nope.gguf" in result.output and "--llm-model-path" in result.output

@@ -49,9 +49,15 @@ def test_say_writes_a_wav(tiny_model_dir, tmp_path):
     assert rate == 24_000 and len(audio) > 2400 and np.abs(audio).max() > 0
 
 
-@pytest.mark.parametrize("text, words", [
-    ("", "empty"), ("   \n\t ", "empty"), ("** __ ** ---", "no speakable words"),
-    ("🙂🎉", "no speakable words")])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("", "empty"),
+        ("   \n\t ", "empty"),
+        ("** __ ** ---", "no speakable words"),
+        ("🙂🎉", "no speakable words"),
+    ],
+)
 def test_say_nothing_speakable_is_a_clear_error(text, words, tiny_model_dir):
     result = run(["say", *tiny_args(tiny_model_dir), text])
     assert result.exit_code == 1
@@ -59,8 +65,18 @@ def test_say_nothing_speakable_is_a_clear_error(text, words, tiny_model_dir):
 
 
 def test_unknown_voice_lists_the_available_ones(tiny_model_dir, tmp_path):
-    result = run(["say", "--model-dir", str(tiny_model_dir), "--voice", "zz_nobody",
-                  "-o", str(tmp_path / "x.wav"), "Hi there."])
+    result = run(
+        [
+            "say",
+            "--model-dir",
+            str(tiny_model_dir),
+            "--voice",
+            "zz_nobody",
+            "-o",
+            str(tmp_path / "x.wav"),
+            "Hi there.",
+        ]
+    )
     assert result.exit_code == 1
     assert "zz_nobody" in result.output and "af_tiny" in result.output
 
@@ -72,8 +88,9 @@ def test_unknown_device_suggests_output(tiny_model_dir, capture_device):
 
 
 def test_missing_model_dir_says_how_to_fix(tmp_path):
-    result = run(["say", "--model-dir", str(tmp_path / "nope"), "-o", str(tmp_path / "x.wav"),
-                  "Hi there."])
+    result = run(
+        ["say", "--model-dir", str(tmp_path / "nope"), "-o", str(tmp_path / "x.wav"), "Hi there."]
+    )
     assert result.exit_code == 1
     assert "--model-dir" in result.output
 
@@ -82,19 +99,36 @@ def test_corrupt_weights_give_a_clear_error(tiny_model_dir, tmp_path):
     broken = tmp_path / "broken"
     (broken / "voices").mkdir(parents=True)
     (broken / "config.json").write_text((tiny_model_dir / "config.json").read_text())
-    (broken / "voices" / "af_tiny.pt").write_bytes((tiny_model_dir / "voices" / "af_tiny.pt")
-                                                   .read_bytes())
+    (broken / "voices" / "af_tiny.pt").write_bytes(
+        (tiny_model_dir / "voices" / "af_tiny.pt").read_bytes()
+    )
     (broken / "kokoro-v1_0.pth").write_bytes(
-        (tiny_model_dir / "kokoro-v1_0.pth").read_bytes()[:100_000])
-    result = run(["say", "--model-dir", str(broken), "--voice", "af_tiny",
-                  "-o", str(tmp_path / "x.wav"), "Hi there."])
+        (tiny_model_dir / "kokoro-v1_0.pth").read_bytes()[:100_000]
+    )
+    result = run(
+        [
+            "say",
+            "--model-dir",
+            str(broken),
+            "--voice",
+            "af_tiny",
+            "-o",
+            str(tmp_path / "x.wav"),
+            "Hi there.",
+        ]
+    )
     assert result.exit_code == 1
     assert "corrupt" in result.output
 
 
-@pytest.mark.parametrize("content, words", [
-    ("voice = [unclosed", "not valid TOML"), ("colour = 'red'", "unknown setting"),
-    ("speed = 'fast'", "speed")])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("voice = [unclosed", "not valid TOML"),
+        ("colour = 'red'", "unknown setting"),
+        ("speed = 'fast'", "speed"),
+    ],
+)
 def test_bad_config_file(tmp_path, content, words):
     path = tmp_path / "config.toml"
     path.write_text(content)
@@ -123,8 +157,18 @@ def test_config_example_documents_every_setting():
 def test_chat_once_speaks_the_streamed_reply(tiny_model_dir, tmp_path):
     out = tmp_path / "reply.wav"
     with ScriptedLLM(Script.from_text("Hello there. I am a test reply.", 200)) as llm:
-        result = run(["chat", *tiny_args(tiny_model_dir, "-o", str(out)), "--base-url",
-                      llm.base_url, "--api-key", "x", "--once", "Say hello."])
+        result = run(
+            [
+                "chat",
+                *tiny_args(tiny_model_dir, "-o", str(out)),
+                "--base-url",
+                llm.base_url,
+                "--api-key",
+                "x",
+                "--once",
+                "Say hello.",
+            ]
+        )
         messages = llm.last.messages
     assert result.exit_code == 0, result.output
     assert "Hello there. I am a test reply." in result.output
@@ -136,15 +180,35 @@ def test_chat_once_speaks_the_streamed_reply(tiny_model_dir, tmp_path):
 @pytest.mark.parametrize("status, words", [(401, "API key"), (429, "rate limiting")])
 def test_chat_llm_errors_exit_nonzero(tiny_model_dir, tmp_path, status, words):
     with ScriptedLLM(Script.from_text("Hi.", status=status)) as llm:
-        result = run(["chat", *tiny_args(tiny_model_dir, "-o", str(tmp_path / "x.wav")),
-                      "--base-url", llm.base_url, "--api-key", "x", "--once", "Hi"])
+        result = run(
+            [
+                "chat",
+                *tiny_args(tiny_model_dir, "-o", str(tmp_path / "x.wav")),
+                "--base-url",
+                llm.base_url,
+                "--api-key",
+                "x",
+                "--once",
+                "Hi",
+            ]
+        )
     assert result.exit_code == 1
     assert words in result.output
 
 
 def test_chat_unreachable_server(tiny_model_dir, tmp_path):
-    result = run(["chat", *tiny_args(tiny_model_dir, "-o", str(tmp_path / "x.wav")),
-                  "--base-url", "http://127.0.0.1:9/v1", "--api-key", "x", "--once", "Hi"])
+    result = run(
+        [
+            "chat",
+            *tiny_args(tiny_model_dir, "-o", str(tmp_path / "x.wav")),
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--api-key",
+            "x",
+            "--once",
+            "Hi",
+        ]
+    )
     assert result.exit_code == 1
     assert "Cannot reach" in result.output
 
@@ -166,8 +230,13 @@ def test_devices_marks_the_default(capture_device):
 
 # --- real subprocesses: stdin is a pipe ----------------------------------------------
 def voicecli(*args, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "voicecli", *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "voicecli", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, fresh_capture):
@@ -179,8 +248,7 @@ def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, fresh_capture):
         deadline = time.monotonic() + 120
         heard = False
         while time.monotonic() < deadline and proc.poll() is None:
-            if capture.exists() and np.abs(np.fromfile(capture, dtype="<f4")).max(
-                    initial=0) > 0:
+            if capture.exists() and np.abs(np.fromfile(capture, dtype="<f4")).max(initial=0) > 0:
                 heard = True
                 break
             time.sleep(0.1)
@@ -192,8 +260,7 @@ def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, fresh_capture):
         proc.kill()
 
 
-def test_invalid_utf8_on_stdin_is_reported_after_speaking_the_valid_part(tiny_model_dir,
-                                                                          tmp_path):
+def test_invalid_utf8_on_stdin_is_reported_after_speaking_the_valid_part(tiny_model_dir, tmp_path):
     out = tmp_path / "x.wav"
     proc = voicecli("say", *tiny_args(tiny_model_dir, "-o", str(out)))
     _, err = proc.communicate(b"Hello there.\n\xff\xfe broken\n", timeout=180)
@@ -231,9 +298,18 @@ def test_huge_single_line_starts_speaking_and_quits_cleanly(tiny_model_dir, tmp_
 
 
 def test_say_with_empty_stdin(tiny_model_dir, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "voicecli", "say",
-                           *tiny_args(tiny_model_dir, "-o", str(tmp_path / "x.wav"))],
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "voicecli",
+            "say",
+            *tiny_args(tiny_model_dir, "-o", str(tmp_path / "x.wav")),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+    )
     # /dev/null is not a terminal: it is empty input.
     assert proc.returncode == 1
     assert b"Nothing to say" in proc.stderr and b"Traceback" not in proc.stderr
@@ -241,11 +317,23 @@ def test_say_with_empty_stdin(tiny_model_dir, tmp_path):
 
 def test_say_with_the_real_kokoro_weights(real_model_dir, tmp_path):
     out = tmp_path / "real.wav"
-    result = run(["say", "--model-dir", str(real_model_dir), "--voice", "jf_alpha", "--lang",
-                  "a", "-o", str(out), "Hello, this is the real Kokoro model speaking."])
+    result = run(
+        [
+            "say",
+            "--model-dir",
+            str(real_model_dir),
+            "--voice",
+            "jf_alpha",
+            "--lang",
+            "a",
+            "-o",
+            str(out),
+            "Hello, this is the real Kokoro model speaking.",
+        ]
+    )
     assert result.exit_code == 0, result.output
     audio, rate = read_wav(out)
     seconds = len(audio) / rate
-    rms = float(np.sqrt(np.mean(audio ** 2)))
+    rms = float(np.sqrt(np.mean(audio**2)))
     # About 3 s of real speech: neither silence nor noise-length nonsense.
     assert 1.5 < seconds < 8 and 0.01 < rms < 0.5, (seconds, rms)

@@ -24,11 +24,25 @@ def spawn(tiny_model_dir, fresh_capture):
 
     def start(*args: str) -> pexpect.spawn:
         device, _ = fresh_capture
-        child = pexpect.spawn(sys.executable, ["-m", "voicecli", "say", "--model-dir",
-                                               str(tiny_model_dir), "--voice", "af_tiny",
-                                               "--device", device, *args],
-                              env=dict(os.environ), encoding="utf-8",
-                              codec_errors="replace", timeout=120)
+        child = pexpect.spawn(
+            sys.executable,
+            [
+                "-m",
+                "voicecli",
+                "say",
+                "--model-dir",
+                str(tiny_model_dir),
+                "--voice",
+                "af_tiny",
+                "--device",
+                device,
+                *args,
+            ],
+            env=dict(os.environ),
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=120,
+        )
         child.delaybeforesend = None  # pexpect's default adds 50 ms to every send
         children.append(child)
         return child
@@ -65,8 +79,10 @@ def test_a_key_stops_speech_within_a_block_or_so(spawn, capture_device):
     loud = np.flatnonzero(np.abs(audio) > 1e-4)
     after_key_ms = max(0, loud[-1] - at_key) / RATE * 1000
     total_ms = len(TEXT.split()) * 4 * 25  # far more speech than was played
-    print(f"\nsound after the key press: {after_key_ms:.0f} ms of audio; "
-          f"'(interrupted)' printed {noticed * 1000:.0f} ms after the key")
+    print(
+        f"\nsound after the key press: {after_key_ms:.0f} ms of audio; "
+        f"'(interrupted)' printed {noticed * 1000:.0f} ms after the key"
+    )
     # Measured at ALSA's input, which the file plugin records a few periods
     # ahead of the DAC: about 3 blocks here, scaling with the block size
     # (60 ms at 480 frames, 300 ms at 2400). Loose, as CI machines are shared.

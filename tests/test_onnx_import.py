@@ -49,7 +49,8 @@ def _quiet_kmodel(model_dir: pathlib.Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # kokoro's own LSTM-dropout / weight_norm warnings
         return KModel(
-            repo_id=onnx_import.REPO_ID, config=config,
+            repo_id=onnx_import.REPO_ID,
+            config=config,
             model=str(model_dir / onnx_import.MODEL_FILE),
         ).eval()
 
@@ -225,8 +226,11 @@ def test_durations_match_onnxruntime(model_dir: pathlib.Path, kmodel) -> None:
     style = torch.load(model_dir / "voices" / "jm_kumo.pt", weights_only=True)[len(tokens) - 3]
     ort_audio, ort_frames = session.run(
         None,
-        {"tokens": np.array([tokens], np.int64), "style": style.numpy(),
-         "speed": np.array([1.0], np.float32)},
+        {
+            "tokens": np.array([tokens], np.int64),
+            "style": style.numpy(),
+            "speed": np.array([1.0], np.float32),
+        },
     )
 
     ids = torch.LongTensor([tokens])

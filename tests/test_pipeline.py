@@ -16,10 +16,12 @@ from voicecli.scripted_llm import Script, ScriptedLLM
 from voicecli.sources import ChatClient
 from voicecli.timeline import PLAYED, QUEUED, SENTENCE_READY, TURN_END, Timeline
 
-REPLY = ("Sure, I can help. The first step is to open the settings page. "
-         "Then choose the network tab and look for the proxy option. "
-         "After that, save the change and restart the program. "
-         "That should fix it for good.")
+REPLY = (
+    "Sure, I can help. The first step is to open the settings page. "
+    "Then choose the network tab and look for the proxy option. "
+    "After that, save the change and restart the program. "
+    "That should fix it for good."
+)
 
 
 def run_turn(synth, sink, server, *, buffered=False, cancel=None, fast_first=False):
@@ -28,8 +30,11 @@ def run_turn(synth, sink, server, *, buffered=False, cancel=None, fast_first=Fal
     client = ChatClient(base_url=server.base_url, api_key="test", model="scripted")
     source = client.stream([{"role": "user", "content": "help"}], cancel, timeline)
     result = SpeechPipeline(synth, sink).run(
-        source, TurnOptions(buffered=buffered, fast_first=fast_first), cancel=cancel,
-        timeline=timeline)
+        source,
+        TurnOptions(buffered=buffered, fast_first=fast_first),
+        cancel=cancel,
+        timeline=timeline,
+    )
     return result
 
 
@@ -89,6 +94,7 @@ def test_streaming_and_buffered_write_the_same_audio(tiny_synth, tmp_path):
 def test_interrupt_closes_the_llm_stream_and_drops_queued_work(tiny_synth, wav_sink):
     cancel = CancelToken()
     with ScriptedLLM(slow_script()) as server:
+
         def interrupt_when_first_sentence_is_ready():
             deadline = time.monotonic() + 60
             while not server.requests and time.monotonic() < deadline:
@@ -111,8 +117,9 @@ def test_interrupt_closes_the_llm_stream_and_drops_queued_work(tiny_synth, wav_s
     assert len(result.sentences) <= 2
 
 
-@pytest.mark.parametrize("status, words", [(401, "API key"), (429, "rate limiting"),
-                                           (500, "HTTP 500")])
+@pytest.mark.parametrize(
+    "status, words", [(401, "API key"), (429, "rate limiting"), (500, "HTTP 500")]
+)
 def test_llm_http_errors_are_clear(tiny_synth, wav_sink, status, words):
     script = Script.from_text("Hello.", status=status)
     with ScriptedLLM(script) as server:
@@ -131,11 +138,13 @@ def test_error_mid_stream_keeps_what_was_said(tiny_synth, wav_sink):
 
 def test_unreachable_llm_server_is_clear(tiny_synth, wav_sink):
     cancel, timeline = CancelToken(), Timeline()
-    client = ChatClient(base_url="http://127.0.0.1:9/v1", api_key="x", model="m",
-                        max_retries=0)
+    client = ChatClient(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0)
     result = SpeechPipeline(tiny_synth, wav_sink).run(
-        client.stream([{"role": "user", "content": "hi"}], cancel, timeline), TurnOptions(),
-        cancel=cancel, timeline=timeline)
+        client.stream([{"role": "user", "content": "hi"}], cancel, timeline),
+        TurnOptions(),
+        cancel=cancel,
+        timeline=timeline,
+    )
     assert result.error is not None and "Cannot reach" in str(result.error)
 
 

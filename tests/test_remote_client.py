@@ -25,15 +25,15 @@ WAIT = 120  # seconds; generous for busy cores, never a speed assertion
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path) -> Iterator[RunningServer]:
-    running = RunningServer(kokoro_factory(
-        Settings(voice="ef_tiny", lang="e", model_dir=tiny_model_dir))).start()
+    running = RunningServer(
+        kokoro_factory(Settings(voice="ef_tiny", lang="e", model_dir=tiny_model_dir))
+    ).start()
     running.wait_ready()
     yield running
     running.stop()
 
 
-def test_audio_of_the_first_sentence_arrives_before_the_last_is_sent(
-        server: RunningServer) -> None:
+def test_audio_of_the_first_sentence_arrives_before_the_last_is_sent(server: RunningServer) -> None:
     timeline = Timeline()
     sent_last_at: list[float] = []
 
@@ -54,8 +54,9 @@ def test_audio_of_the_first_sentence_arrives_before_the_last_is_sent(
     assert [c.sentence for c in chunks] == sorted(c.sentence for c in chunks)
     assert all(c.samples.dtype == np.float32 for c in chunks)
     for i in (0, 1):
-        start, first, end = (timeline.first(n, i) for n in (SYNTH_START, SYNTH_FIRST_CHUNK,
-                                                           SYNTH_END))
+        start, first, end = (
+            timeline.first(n, i) for n in (SYNTH_START, SYNTH_FIRST_CHUNK, SYNTH_END)
+        )
         assert start is not None and first is not None and end is not None
         assert start <= first <= end
 
@@ -104,8 +105,10 @@ def test_server_errors_become_clear_voicecli_errors(server: RunningServer) -> No
 
 def test_overloaded_server_is_reported_as_such(tiny_model_dir: Path) -> None:
     gate = threading.Event()
-    running = RunningServer(lambda: gate.wait(WAIT) and None,  # type: ignore[arg-type, return-value]
-                            Limits(max_queue=1)).start()
+    running = RunningServer(
+        lambda: gate.wait(WAIT) and None,  # type: ignore[arg-type, return-value]
+        Limits(max_queue=1),
+    ).start()
     try:
         synth = WebSocketSynthesizer(running.ws_url)
         sentences = iter([Sentence(0, "a"), Sentence(1, "b")])  # the model never loads
@@ -121,8 +124,11 @@ def test_unreachable_or_malformed_endpoints_fail_clearly() -> None:
     port = free.getsockname()[1]
     free.close()
     with pytest.raises(VoiceCliError, match="voicecli serve"):
-        list(WebSocketSynthesizer(f"ws://127.0.0.1:{port}", open_timeout=5).stream(
-            iter([Sentence(0, "Sí.")]), CancelToken(), Timeline()))
+        list(
+            WebSocketSynthesizer(f"ws://127.0.0.1:{port}", open_timeout=5).stream(
+                iter([Sentence(0, "Sí.")]), CancelToken(), Timeline()
+            )
+        )
     with pytest.raises(VoiceCliError, match="ws://"):
         WebSocketSynthesizer("http://127.0.0.1:8080")
     assert websocket_url("ws://h:1") == "ws://h:1/invocations-bidirectional-stream"

@@ -38,8 +38,9 @@ def frames_for(request: dict[str, Any], pieces: int = 3) -> bytes:
     for seq in range(pieces):
         pcm = p.to_pcm16(np.full(240, 0.25 * (seq + 1), np.float32))
         out += p.length_prefixed(p.encode_audio_frame(rid, seq, pcm))
-    done = p.control(p.SENTENCE_DONE, request_id=rid, frames=pieces, samples=240 * pieces,
-                     cancelled=False)
+    done = p.control(
+        p.SENTENCE_DONE, request_id=rid, frames=pieces, samples=240 * pieces, cancelled=False
+    )
     return out + p.length_prefixed(p.encode_control_frame(done))
 
 
@@ -55,12 +56,17 @@ def split_everywhere(data: bytes) -> list[Event]:
 
 
 def synth(runtime: FakeRuntime, name: str = "kokoro", **kwargs: Any) -> SageMakerSynthesizer:
-    return SageMakerSynthesizer(name, region="us-east-1", endpoint_url=runtime.url,
-                                bidirectional=False, **kwargs)
+    return SageMakerSynthesizer(
+        name, region="us-east-1", endpoint_url=runtime.url, bidirectional=False, **kwargs
+    )
 
 
-def run(s: SageMakerSynthesizer, texts: list[str], cancel: CancelToken | None = None,
-        timeline: Timeline | None = None) -> list:
+def run(
+    s: SageMakerSynthesizer,
+    texts: list[str],
+    cancel: CancelToken | None = None,
+    timeline: Timeline | None = None,
+) -> list:
     sentences = [Sentence(i, t) for i, t in enumerate(texts)]
     return list(s.stream(iter(sentences), cancel or CancelToken(), timeline or Timeline()))
 
@@ -68,11 +74,19 @@ def run(s: SageMakerSynthesizer, texts: list[str], cancel: CancelToken | None = 
 def test_payload_parts_split_inside_frames_are_reassembled() -> None:
     with FakeRuntime(lambda endpoint, body: split_everywhere(frames_for(body))) as runtime:
         timeline = Timeline()
-        chunks = run(synth(runtime, voice="af_heart", speed=1.25), ["Hello.", "Bye."],
-                     timeline=timeline)
+        chunks = run(
+            synth(runtime, voice="af_heart", speed=1.25), ["Hello.", "Bye."], timeline=timeline
+        )
     assert [(c.sentence, len(c.samples), c.last) for c in chunks] == [
-        (0, 240, False), (0, 240, False), (0, 240, False), (0, 0, True),
-        (1, 240, False), (1, 240, False), (1, 240, False), (1, 0, True)]
+        (0, 240, False),
+        (0, 240, False),
+        (0, 240, False),
+        (0, 0, True),
+        (1, 240, False),
+        (1, 240, False),
+        (1, 240, False),
+        (1, 0, True),
+    ]
     assert np.allclose(chunks[1].samples, 0.5)
     # Requests run concurrently, so they may arrive in any order.
     sent = sorted((body for _, body in runtime.requests), key=lambda b: b["request_id"])
@@ -100,8 +114,9 @@ def test_end_to_end_through_the_real_container_stream() -> None:
     class Sine:
         sample_rate = p.SAMPLE_RATE
 
-        def synthesize(self, text: str, cancel: Any = None, voice: Any = None,
-                       speed: Any = None) -> Iterator[np.ndarray]:
+        def synthesize(
+            self, text: str, cancel: Any = None, voice: Any = None, speed: Any = None
+        ) -> Iterator[np.ndarray]:
             yield np.sin(np.arange(7000, dtype=np.float32) / 10) * 0.5
 
     container = RunningServer(Sine).start()
@@ -109,8 +124,10 @@ def test_end_to_end_through_the_real_container_stream() -> None:
 
     def proxy(endpoint: str, body: dict[str, Any]) -> list[Event]:
         request = urllib.request.Request(
-            container.http_url + "/invocations", data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", "Accept": p.STREAM_MEDIA_TYPE})
+            container.http_url + "/invocations",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Accept": p.STREAM_MEDIA_TYPE},
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             return split_everywhere(response.read())
 
@@ -127,35 +144,65 @@ def test_end_to_end_through_the_real_container_stream() -> None:
 def test_cancel_closes_the_streams_and_stops() -> None:
     def endless(endpoint: str, body: dict[str, Any]) -> list[Event]:
         data = frames_for(body, pieces=50)
-        return [e for i in range(0, len(data), 600)
-                for e in (("part", data[i:i + 600]), ("sleep", 0.05))]
+        return [
+            e
+            for i in range(0, len(data), 600)
+            for e in (("part", data[i : i + 600]), ("sleep", 0.05))
+        ]
 
     cancel = CancelToken()
     with FakeRuntime(endless) as runtime:
         s = synth(runtime)
         received = []
-        for chunk in s.stream(iter([Sentence(0, "Long."), Sentence(1, "More.")]), cancel,
-                              Timeline()):
+        for chunk in s.stream(
+            iter([Sentence(0, "Long."), Sentence(1, "More.")]), cancel, Timeline()
+        ):
             received.append(chunk)
             cancel.cancel("user")
     assert len(received) == 1
 
 
-@pytest.mark.parametrize(("endpoint", "script", "match"), [
-    ("missing", None, "does not exist.*--sagemaker-endpoint"),
-    ("throttled", None, "throttling.*instance count"),
-    ("kokoro", lambda e, b: [("part", frames_for(b)[:100]),
-                             ("exception", "ModelStreamError", "model died")],
-     "failed mid-stream.*model died"),
-    ("kokoro", lambda e, b: [("exception", "InternalStreamFailure", "oops")],
-     "broke the stream.*Retry"),
-    ("kokoro", lambda e, b: [("part", frames_for(b)[:100])], "malformed stream"),
-    ("kokoro", lambda e, b: [("part", p.length_prefixed(p.encode_control_frame(p.control(
-        p.ERROR, code=p.OVERLOADED, message="queue full", request_id=b["request_id"]))))],
-     "overloaded"),
-])
-def test_remote_errors_become_clear_voicecli_errors(endpoint: str, script: Any,
-                                                    match: str) -> None:
+@pytest.mark.parametrize(
+    ("endpoint", "script", "match"),
+    [
+        ("missing", None, "does not exist.*--sagemaker-endpoint"),
+        ("throttled", None, "throttling.*instance count"),
+        (
+            "kokoro",
+            lambda e, b: [
+                ("part", frames_for(b)[:100]),
+                ("exception", "ModelStreamError", "model died"),
+            ],
+            "failed mid-stream.*model died",
+        ),
+        (
+            "kokoro",
+            lambda e, b: [("exception", "InternalStreamFailure", "oops")],
+            "broke the stream.*Retry",
+        ),
+        ("kokoro", lambda e, b: [("part", frames_for(b)[:100])], "malformed stream"),
+        (
+            "kokoro",
+            lambda e, b: [
+                (
+                    "part",
+                    p.length_prefixed(
+                        p.encode_control_frame(
+                            p.control(
+                                p.ERROR,
+                                code=p.OVERLOADED,
+                                message="queue full",
+                                request_id=b["request_id"],
+                            )
+                        )
+                    ),
+                )
+            ],
+            "overloaded",
+        ),
+    ],
+)
+def test_remote_errors_become_clear_voicecli_errors(endpoint: str, script: Any, match: str) -> None:
     with FakeRuntime(script or (lambda e, b: [])) as runtime:
         with pytest.raises(VoiceCliError, match=match):
             run(synth(runtime, endpoint, max_attempts=1), ["Hello."])

@@ -141,8 +141,14 @@ def test_cancel_mid_request_stops_within_a_chunk(ready: RunningServer) -> None:
         assert isinstance(first, p.AudioFrame)
         ws.send(json.dumps({"type": "cancel", "request_id": "c"}))
         later, done = collect(ws, "c")
-        assert done == {"v": 1, "type": "sentence_done", "request_id": "c", "frames": 0,
-                        "samples": 0, "cancelled": True}
+        assert done == {
+            "v": 1,
+            "type": "sentence_done",
+            "request_id": "c",
+            "frames": 0,
+            "samples": 0,
+            "cancelled": True,
+        }
         # Frames already on the wire may still arrive, but far less than six sentences.
         assert len(later) < 3 * 5
         ws.send(json.dumps({"type": "cancel", "request_id": "c"}))  # late cancel: harmless
@@ -178,26 +184,30 @@ def test_concurrent_sessions_and_an_abrupt_disconnect(ready: RunningServer) -> N
     assert ping_status(ready) == 200
 
 
-@pytest.mark.parametrize(("frame", "code"), [
-    ("{not json", p.BAD_JSON),
-    ("[1, 2]", p.BAD_JSON),
-    (b"\x00\x01garbage\xff", p.BAD_FRAME),
-    (b"\xff\xfe{", p.BAD_FRAME),
-    (b'{"type": "speak", "text": "\xff"}', p.BAD_JSON),
-    (p.MAGIC + bytes([p.VERSION, p.KIND_AUDIO]) + b"xx", p.BAD_FRAME),
-    (json.dumps({"type": "sing"}), p.UNKNOWN_TYPE),
-    (json.dumps({"text": "Sí."}), p.BAD_REQUEST),
-    (json.dumps({"v": 99, "type": "speak"}), p.BAD_VERSION),
-    (json.dumps({"type": "speak", "text": "Sí."}), p.BAD_REQUEST),
-    (speak("r", "   "), p.BAD_REQUEST),
-    (speak("r", "Sí.", speed=9), p.BAD_REQUEST),
-    (speak("r", "Sí.", speed=True), p.BAD_REQUEST),
-    (speak("r", "Sí.", voice=""), p.BAD_REQUEST),
-    (speak("r" * 65, "Sí."), p.BAD_REQUEST),
-    (speak("r", "a" * 2001), p.TEXT_TOO_LONG),
-])
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ("{not json", p.BAD_JSON),
+        ("[1, 2]", p.BAD_JSON),
+        (b"\x00\x01garbage\xff", p.BAD_FRAME),
+        (b"\xff\xfe{", p.BAD_FRAME),
+        (b'{"type": "speak", "text": "\xff"}', p.BAD_JSON),
+        (p.MAGIC + bytes([p.VERSION, p.KIND_AUDIO]) + b"xx", p.BAD_FRAME),
+        (json.dumps({"type": "sing"}), p.UNKNOWN_TYPE),
+        (json.dumps({"text": "Sí."}), p.BAD_REQUEST),
+        (json.dumps({"v": 99, "type": "speak"}), p.BAD_VERSION),
+        (json.dumps({"type": "speak", "text": "Sí."}), p.BAD_REQUEST),
+        (speak("r", "   "), p.BAD_REQUEST),
+        (speak("r", "Sí.", speed=9), p.BAD_REQUEST),
+        (speak("r", "Sí.", speed=True), p.BAD_REQUEST),
+        (speak("r", "Sí.", voice=""), p.BAD_REQUEST),
+        (speak("r" * 65, "Sí."), p.BAD_REQUEST),
+        (speak("r", "a" * 2001), p.TEXT_TOO_LONG),
+    ],
+)
 def test_malformed_messages_get_an_error_and_the_session_survives(
-        ready: RunningServer, frame: str | bytes, code: str) -> None:
+    ready: RunningServer, frame: str | bytes, code: str
+) -> None:
     with ws_connect(ready) as ws:
         ws.send(frame)
         error = recv_control(ws)
@@ -246,21 +256,26 @@ def test_session_limit_answers_overloaded_not_a_hang(ready: RunningServer) -> No
 
 def test_invocations_answer_wav_pcm_and_the_framed_stream(ready: RunningServer) -> None:
     def post(body: bytes, content_type: str, accept: str) -> tuple[int, str, bytes]:
-        request = urllib.request.Request(ready.http_url + "/invocations", data=body, headers={
-            "Content-Type": content_type, "Accept": accept})
+        request = urllib.request.Request(
+            ready.http_url + "/invocations",
+            data=body,
+            headers={"Content-Type": content_type, "Accept": accept},
+        )
         try:
             with urllib.request.urlopen(request, timeout=RECV_TIMEOUT) as response:
                 return response.status, response.headers["Content-Type"], response.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.headers["Content-Type"], exc.read()
 
-    status, kind, wav = post(json.dumps({"text": "Sí."}).encode(), "application/json",
-                             "audio/wav")
+    status, kind, wav = post(json.dumps({"text": "Sí."}).encode(), "application/json", "audio/wav")
     assert (status, kind, wav[:4]) == (200, "audio/wav", b"RIFF")
     status, kind, pcm = post(b"No.", "text/plain", "audio/pcm")
     assert status == 200 and kind.startswith("audio/pcm") and len(pcm) % 2 == 0 and pcm
-    status, kind, body = post(json.dumps({"text": "Sí.", "request_id": "h"}).encode(),
-                              "application/json", p.STREAM_MEDIA_TYPE)
+    status, kind, body = post(
+        json.dumps({"text": "Sí.", "request_id": "h"}).encode(),
+        "application/json",
+        p.STREAM_MEDIA_TYPE,
+    )
     assert status == 200 and kind == p.STREAM_MEDIA_TYPE
     reassembler = p.StreamReassembler()
     messages = [p.decode_server_frame(f) for f in reassembler.feed(body)]
@@ -283,13 +298,19 @@ class GatedModel:
 
     def __init__(self) -> None:
         # Noise, not silence: a transport that compresses must not hide the backlog.
-        self.noise = np.random.default_rng(0).uniform(-0.5, 0.5, self.chunk_samples).astype(
-            np.float32)
+        self.noise = (
+            np.random.default_rng(0).uniform(-0.5, 0.5, self.chunk_samples).astype(np.float32)
+        )
         self.release = threading.Event()
         self.started = threading.Event()
 
-    def synthesize(self, text: str, cancel: CancelToken | None = None, voice: str | None = None,
-                   speed: float | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self,
+        text: str,
+        cancel: CancelToken | None = None,
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> Iterator[np.ndarray]:
         self.started.set()
         self.release.wait(RECV_TIMEOUT)
         for _ in range(self.chunks):
@@ -298,8 +319,9 @@ class GatedModel:
 
 def test_full_job_queue_answers_overloaded_and_a_slow_reader_is_bounded() -> None:
     model = GatedModel()
-    limits = Limits(max_queue=2, send_queue_frames=4, frame_samples=GatedModel.chunk_samples,
-                    stall_timeout=1.0)
+    limits = Limits(
+        max_queue=2, send_queue_frames=4, frame_samples=GatedModel.chunk_samples, stall_timeout=1.0
+    )
     running = RunningServer(lambda: model, limits).start()
     try:
         running.wait_ready()
@@ -321,8 +343,11 @@ def test_full_job_queue_answers_overloaded_and_a_slow_reader_is_bounded() -> Non
             # 1 s, and the model moves on instead of buffering the whole job.
             time.sleep(limits.stall_timeout * 1.5)
             messages = []
-            while not (messages and isinstance(messages[-1], dict)
-                       and messages[-1].get("request_id") == "j2"):
+            while not (
+                messages
+                and isinstance(messages[-1], dict)
+                and messages[-1].get("request_id") == "j2"
+            ):
                 messages.append(recv(busy))
             audio_j0 = [m for m in messages if isinstance(m, p.AudioFrame) and m.request_id == "j0"]
             assert len(audio_j0) < GatedModel.chunks

@@ -19,8 +19,10 @@ from voicecli.errors import VoiceCliError
 from voicecli.scripted_llm import Script, ScriptedLLM
 
 SHORT = "Hello there. This is a short answer."
-LONG_SENTENCE = ("This sentence keeps going for a long while with plenty of plain words so "
-                 "that it takes several seconds to say out loud even for a tiny model.")
+LONG_SENTENCE = (
+    "This sentence keeps going for a long while with plenty of plain words so "
+    "that it takes several seconds to say out loud even for a tiny model."
+)
 LONG = f"First things first. {LONG_SENTENCE} {LONG_SENTENCE.replace('This', 'That')} The end."
 
 
@@ -57,7 +59,7 @@ def test_interrupt_remembers_only_what_was_heard(tiny_model_dir, capture_device,
     assert messages[1]["content"] == "tell me something long"
     memory = messages[2]["content"]
     assert memory.endswith(CUT_OFF)
-    heard = memory[:-len(CUT_OFF)].strip()
+    heard = memory[: -len(CUT_OFF)].strip()
     assert heard.startswith("First things first.")
     assert LONG.startswith(heard) and len(heard) < len(LONG) - 20
     assert LONG_SENTENCE not in heard  # cut inside the sentence that was playing
@@ -65,8 +67,10 @@ def test_interrupt_remembers_only_what_was_heard(tiny_model_dir, capture_device,
 
 def test_history_carries_the_full_reply_between_turns(tiny_model_dir, capture_device, home):
     with serve(SHORT) as llm:
-        child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url,
-                                        "--system", "Be terse."), home)
+        child = tui.spawn(
+            tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url, "--system", "Be terse."),
+            home,
+        )
         tui.wait_prompt(child, tui.START_TIMEOUT)
         child.sendline("one")
         tui.wait_state(child, "speaking")
@@ -76,8 +80,11 @@ def test_history_carries_the_full_reply_between_turns(tiny_model_dir, capture_de
         child.sendeof()
         assert tui.finish(child) == 0
     assert llm.requests[1].messages == [
-        {"role": "system", "content": "Be terse."}, {"role": "user", "content": "one"},
-        {"role": "assistant", "content": SHORT}, {"role": "user", "content": "two"}]
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": SHORT},
+        {"role": "user", "content": "two"},
+    ]
     # readline kept the questions for the next run (arrow-up history).
     assert (home / "state" / "voicecli" / "history").read_text().split()[-2:] == ["one", "two"]
 
@@ -152,10 +159,15 @@ def test_commands_change_the_chat(tiny_model_dir, capture_device, home):
         child.sendline("/help")
         child.expect_exact("/clear")
         tui.wait_prompt(child)
-        steps = [("/voice am_tiny", "voice: am_tiny"), ("/voice nobody", "Unknown voice"),
-                 ("/speed 1.5", "speed: 1.5"), ("/speed 7", "out of range"),
-                 ("/model other-model", "model: other-model"), ("/frobnicate", "Unknown command"),
-                 ("/system Answer in French.", "system prompt replaced")]
+        steps = [
+            ("/voice am_tiny", "voice: am_tiny"),
+            ("/voice nobody", "Unknown voice"),
+            ("/speed 1.5", "speed: 1.5"),
+            ("/speed 7", "out of range"),
+            ("/model other-model", "model: other-model"),
+            ("/frobnicate", "Unknown command"),
+            ("/system Answer in French.", "system prompt replaced"),
+        ]
         for line, shown in steps:
             child.sendline(line)
             child.expect_exact(shown)
@@ -172,23 +184,29 @@ def test_commands_change_the_chat(tiny_model_dir, capture_device, home):
         child.sendline("/quit")
         assert tui.finish(child) == 0
     assert llm.requests[0].messages[0] == {"role": "system", "content": "Answer in French."}
-    assert llm.requests[1].messages == [{"role": "system", "content": "Answer in French."},
-                                        {"role": "user", "content": "second question"}]
+    assert llm.requests[1].messages == [
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "second question"},
+    ]
 
 
 def test_piped_stdout_is_plain_text_and_stderr_is_quiet(tiny_model_dir, capture_device, home):
     out, err = home / "out.txt", home / "err.txt"
     with serve("Hello there. This is **markdown** text.") as llm:
-        args = " ".join(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url,
-                                      "--once", "'say hi'"))
+        args = " ".join(
+            tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url, "--once", "'say hi'")
+        )
         child = tui.spawn([], home, command=f"{tui.VOICECLI} {args} >{out} 2>{err}")
         status = tui.finish(child, tui.START_TIMEOUT)
     assert status == 0, err.read_text()
     text = out.read_text()
     assert "\x1b" not in text
     assert text == "Hello there. This is **markdown** text.\n"
-    noise = [line for line in err.read_text().splitlines()
-             if not line.startswith(("LLM: ", "Interrupting with a key is off"))]
+    noise = [
+        line
+        for line in err.read_text().splitlines()
+        if not line.startswith(("LLM: ", "Interrupting with a key is off"))
+    ]
     assert noise == []  # no torch, loguru, spaCy or ALSA chatter
 
 

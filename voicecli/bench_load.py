@@ -53,8 +53,9 @@ class Release:
     text: str  # spoken form, as the pipeline would send it
 
 
-def sentence_schedule(reply: ScriptedReply, tokens_per_second: float, *, fast_first: bool,
-                      code: str) -> list[Release]:
+def sentence_schedule(
+    reply: ScriptedReply, tokens_per_second: float, *, fast_first: bool, code: str
+) -> list[Release]:
     """When the pipeline would release each sentence of ``reply`` at this token rate."""
     from voicecli.normalize import speakable
     from voicecli.segment import Segmenter
@@ -87,7 +88,8 @@ def require_loopback(endpoint_url: str) -> str:
         raise VoiceCliError(
             f"--load only targets this machine, and {endpoint_url!r} is not a loopback "
             "address. Use ws://127.0.0.1:PORT, or drop --endpoint-url to let the bench start "
-            "`voicecli serve` itself.")
+            "`voicecli serve` itself."
+        )
     return host
 
 
@@ -114,8 +116,9 @@ def wait_for_ping(base: str, timeout: float, alive: Callable[[], str | None]) ->
         except (urllib.error.URLError, OSError) as exc:
             last = str(getattr(exc, "reason", exc))
         time.sleep(0.2)
-    raise VoiceCliError(f"The speech server at {base} was not ready within {timeout:.0f} s "
-                        f"(last /ping: {last}).")
+    raise VoiceCliError(
+        f"The speech server at {base} was not ready within {timeout:.0f} s (last /ping: {last})."
+    )
 
 
 def free_port() -> int:
@@ -139,8 +142,18 @@ class ServeProcess:
 
     def command(self) -> list[str]:
         s = self.settings
-        cmd = [sys.executable, "-m", "voicecli", "serve", "--host", "127.0.0.1",
-               "--port", str(self.port), "--voice", s.voice]
+        cmd = [
+            sys.executable,
+            "-m",
+            "voicecli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--voice",
+            s.voice,
+        ]
         if s.model_dir is not None:
             cmd += ["--model-dir", str(s.model_dir)]
         if s.lang:
@@ -149,8 +162,9 @@ class ServeProcess:
 
     def start(self) -> None:
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
         wait_for_ping(f"http://127.0.0.1:{self.port}", STARTUP_TIMEOUT, self._gone)
 
     def _gone(self) -> str | None:
@@ -159,8 +173,10 @@ class ServeProcess:
         if code is None:
             return None
         tail = self.log_path.read_text(errors="replace").strip().splitlines()[-8:]
-        return (f"`voicecli serve` exited with code {code} before it was ready. Its log "
-                f"({self.log_path}) ends with:\n" + "\n".join(tail))
+        return (
+            f"`voicecli serve` exited with code {code} before it was ready. Its log "
+            f"({self.log_path}) ends with:\n" + "\n".join(tail)
+        )
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -202,8 +218,11 @@ class Playhead:
         return late
 
 
-def _sentences(schedule: list[Release], start: float, cancel: CancelToken,
-               ) -> Iterator[Any]:
+def _sentences(
+    schedule: list[Release],
+    start: float,
+    cancel: CancelToken,
+) -> Iterator[Any]:
     from voicecli.tts import Sentence
 
     for index, release in enumerate(schedule):
@@ -213,14 +232,27 @@ def _sentences(schedule: list[Release], start: float, cancel: CancelToken,
         yield Sentence(index, release.text, release.text)
 
 
-def run_turn(url: str, schedule: list[Release], *, voice: str, speed: float,
-             timeout: float, stop: threading.Event) -> dict[str, Any]:
+def run_turn(
+    url: str,
+    schedule: list[Release],
+    *,
+    voice: str,
+    speed: float,
+    timeout: float,
+    stop: threading.Event,
+) -> dict[str, Any]:
     """One reply heard by one listener; every figure in ms after the turn's request."""
     from voicecli.timeline import Timeline
     from voicecli.tts.remote import WebSocketSynthesizer
 
-    synth = WebSocketSynthesizer(url, voice=voice, speed=speed, open_timeout=10.0,
-                                 read_timeout=min(60.0, timeout), max_in_flight=IN_FLIGHT)
+    synth = WebSocketSynthesizer(
+        url,
+        voice=voice,
+        speed=speed,
+        open_timeout=10.0,
+        read_timeout=min(60.0, timeout),
+        max_in_flight=IN_FLIGHT,
+    )
     cancel = CancelToken()
     timeline = Timeline("load")
     watchdog = threading.Timer(timeout, cancel.cancel, args=("timeout",))
@@ -263,8 +295,9 @@ def run_turn(url: str, schedule: list[Release], *, voice: str, speed: float,
         error = f"only {len(seen)} of {len(schedule)} sentences came back"
     return {
         "start": start,
-        "first_audio_ms": (None if playhead.first_at is None
-                           else (playhead.first_at - start) * 1000.0),
+        "first_audio_ms": (
+            None if playhead.first_at is None else (playhead.first_at - start) * 1000.0
+        ),
         "gaps_ms": gaps,
         "underruns": playhead.underruns,
         "stall_ms": playhead.stall * 1000.0,
@@ -274,9 +307,18 @@ def run_turn(url: str, schedule: list[Release], *, voice: str, speed: float,
     }
 
 
-def conversation(url: str, schedule: list[Release], *, turns: int, delay: float, voice: str,
-                 speed: float, timeout: float, stop: threading.Event,
-                 out: list[dict[str, Any]]) -> None:
+def conversation(
+    url: str,
+    schedule: list[Release],
+    *,
+    turns: int,
+    delay: float,
+    voice: str,
+    speed: float,
+    timeout: float,
+    stop: threading.Event,
+    out: list[dict[str, Any]],
+) -> None:
     if delay and stop.wait(delay):
         return
     for turn in range(turns):
@@ -289,18 +331,39 @@ def conversation(url: str, schedule: list[Release], *, turns: int, delay: float,
             return
 
 
-def run_level(url: str, n: int, schedule: list[Release], *, turns: int, reply_s: float,
-              voice: str, speed: float, timeout: float) -> dict[str, Any]:
+def run_level(
+    url: str,
+    n: int,
+    schedule: list[Release],
+    *,
+    turns: int,
+    reply_s: float,
+    voice: str,
+    speed: float,
+    timeout: float,
+) -> dict[str, Any]:
     stop = threading.Event()
     results: list[list[dict[str, Any]]] = [[] for _ in range(n)]
     # Spread the first questions over one reply, as independent users would be.
     stagger = min(MAX_STAGGER, reply_s) / n
-    threads = [threading.Thread(target=conversation, name=f"bench-load-{k}", daemon=True,
-                                args=(url, schedule),
-                                kwargs={"turns": turns, "delay": k * stagger, "voice": voice,
-                                        "speed": speed, "timeout": timeout, "stop": stop,
-                                        "out": results[k]})
-               for k in range(n)]
+    threads = [
+        threading.Thread(
+            target=conversation,
+            name=f"bench-load-{k}",
+            daemon=True,
+            args=(url, schedule),
+            kwargs={
+                "turns": turns,
+                "delay": k * stagger,
+                "voice": voice,
+                "speed": speed,
+                "timeout": timeout,
+                "stop": stop,
+                "out": results[k],
+            },
+        )
+        for k in range(n)
+    ]
     began = time.monotonic()
     deadline = began + n * stagger + turns * (timeout + THINK) + 30.0
     for thread in threads:
@@ -311,8 +374,12 @@ def run_level(url: str, n: int, schedule: list[Release], *, turns: int, reply_s:
     for thread in threads:
         thread.join(15.0)
     wall = time.monotonic() - began
-    level = {"n": n, "stagger_s": stagger, "wall_s": wall,
-             "conversations": [{"index": k, "turns": r} for k, r in enumerate(results)]}
+    level = {
+        "n": n,
+        "stagger_s": stagger,
+        "wall_s": wall,
+        "conversations": [{"index": k, "turns": r} for k, r in enumerate(results)],
+    }
     level["stats"] = level_stats(level, turns * n)
     return level
 
@@ -329,30 +396,46 @@ def level_stats(level: dict[str, Any], expected: int) -> dict[str, Any]:
         return percentile(values, q) if values else None
 
     return {
-        "turns": expected, "turns_ok": len(ok),
-        "ttfa_p50": pct(ttfa, 50), "ttfa_p95": pct(ttfa, 95),
-        "gap_p50": pct(gaps, 50), "gap_p95": pct(gaps, 95),
+        "turns": expected,
+        "turns_ok": len(ok),
+        "ttfa_p50": pct(ttfa, 50),
+        "ttfa_p95": pct(ttfa, 95),
+        "gap_p50": pct(gaps, 50),
+        "gap_p95": pct(gaps, 95),
         "gap_max": max(gaps) if gaps else None,
         "underruns": sum(t["underruns"] for t in turns),
         "errors": len(errors) + missing,
         "error_samples": sorted(set(errors))[:3]
         + ([f"{missing} turns never started before the deadline"] if missing else []),
         "load_factor": sum(t["audio_s"] for t in turns) / level["wall_s"]
-        if level["wall_s"] > 0 else None,
+        if level["wall_s"] > 0
+        else None,
     }
 
 
-def run_load(settings: Any, *, levels: list[int], reply: ScriptedReply,
-             tokens_per_second: float, turns: int, scenario: str, output_dir: Path,
-             turn_timeout: float, progress: Callable[[str], None]) -> dict[str, Any]:
+def run_load(
+    settings: Any,
+    *,
+    levels: list[int],
+    reply: ScriptedReply,
+    tokens_per_second: float,
+    turns: int,
+    scenario: str,
+    output_dir: Path,
+    turn_timeout: float,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
     from voicecli.bench import machine_info
 
     if settings.sagemaker_endpoint:
-        raise VoiceCliError("--load drives `voicecli serve` on this machine; it does not take "
-                            "--sagemaker-endpoint. Use --endpoint-url ws://127.0.0.1:PORT or "
-                            "neither.")
-    schedule = sentence_schedule(reply, tokens_per_second, fast_first=settings.fast_first,
-                                 code=settings.code)
+        raise VoiceCliError(
+            "--load drives `voicecli serve` on this machine; it does not take "
+            "--sagemaker-endpoint. Use --endpoint-url ws://127.0.0.1:PORT or "
+            "neither."
+        )
+    schedule = sentence_schedule(
+        reply, tokens_per_second, fast_first=settings.fast_first, code=settings.code
+    )
     if not schedule:
         raise VoiceCliError("The bench reply has nothing to speak.")
     with ExitStack() as stack:
@@ -364,8 +447,9 @@ def run_load(settings: Any, *, levels: list[int], reply: ScriptedReply,
         else:
             process = ServeProcess(settings, output_dir / "load-serve.log")
             stack.callback(process.stop)
-            progress(f"starting `voicecli serve` on 127.0.0.1:{process.port} "
-                     f"(log: {process.log_path})")
+            progress(
+                f"starting `voicecli serve` on 127.0.0.1:{process.port} (log: {process.log_path})"
+            )
             process.start()
             url = process.ws_url
             server = {"kind": "subprocess", "url": url, "command": process.command()}
@@ -377,24 +461,38 @@ def run_load(settings: Any, *, levels: list[int], reply: ScriptedReply,
         result: dict[str, Any] = {
             "kind": "load",
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": sys.argv, "machine": machine_info(), "scenario": scenario,
-            "text": reply.text, "tokens_per_second": tokens_per_second,
+            "command": sys.argv,
+            "machine": machine_info(),
+            "scenario": scenario,
+            "text": reply.text,
+            "tokens_per_second": tokens_per_second,
             "pauses": {str(k): v for k, v in reply.pauses.items()},
             "schedule": [{"at": r.at, "text": r.text} for r in schedule],
-            "voice": settings.voice, "speed": settings.speed, "lang": settings.lang,
+            "voice": settings.voice,
+            "speed": settings.speed,
+            "lang": settings.lang,
             "model_dir": str(settings.model_dir) if settings.model_dir else None,
-            "server": server, "turns": turns, "sample_rate": p.SAMPLE_RATE,
-            "gap_limit_ms": GAP_LIMIT_MS, "underrun_tolerance_s": UNDERRUN_TOLERANCE,
-            "max_ahead_s": MAX_AHEAD, "in_flight_per_conversation": IN_FLIGHT,
-            "think_s": THINK, "warmup": warmup, "levels": [],
+            "server": server,
+            "turns": turns,
+            "sample_rate": p.SAMPLE_RATE,
+            "gap_limit_ms": GAP_LIMIT_MS,
+            "underrun_tolerance_s": UNDERRUN_TOLERANCE,
+            "max_ahead_s": MAX_AHEAD,
+            "in_flight_per_conversation": IN_FLIGHT,
+            "think_s": THINK,
+            "warmup": warmup,
+            "levels": [],
         }
         for n in levels:
             progress(f"load N={n}: {n} conversations x {turns} turns")
-            level = run_level(url, n, schedule, turns=turns, reply_s=warmup["audio_s"],
-                              **options)
+            level = run_level(url, n, schedule, turns=turns, reply_s=warmup["audio_s"], **options)
             result["levels"].append(level)
         result["knee_n"] = next(
-            (lv["n"] for lv in result["levels"]
-             if lv["stats"]["gap_p95"] is not None and lv["stats"]["gap_p95"] > GAP_LIMIT_MS),
-            None)
+            (
+                lv["n"]
+                for lv in result["levels"]
+                if lv["stats"]["gap_p95"] is not None and lv["stats"]["gap_p95"] > GAP_LIMIT_MS
+            ),
+            None,
+        )
         return result

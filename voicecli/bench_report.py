@@ -74,13 +74,22 @@ def stats(values: list[float | None]) -> dict[str, float | int | None]:
     present = [v for v in values if v is not None and not math.isnan(v)]
     if not present:
         return {"n": 0, "median": None, "p90": None, "min": None, "max": None, "mean": None}
-    return {"n": len(present), "median": percentile(present, 50), "p90": percentile(present, 90),
-            "min": min(present), "max": max(present), "mean": sum(present) / len(present)}
+    return {
+        "n": len(present),
+        "median": percentile(present, 50),
+        "p90": percentile(present, 90),
+        "min": min(present),
+        "max": max(present),
+        "mean": sum(present) / len(present),
+    }
 
 
 def _first(events: list[dict[str, Any]], name: str, sentence: int | None = None) -> float | None:
-    times = [e["t"] for e in events
-             if e["name"] == name and (sentence is None or e["sentence"] == sentence)]
+    times = [
+        e["t"]
+        for e in events
+        if e["name"] == name and (sentence is None or e["sentence"] == sentence)
+    ]
     return min(times) if times else None
 
 
@@ -114,27 +123,34 @@ def trial_metrics(trial: dict[str, Any], sample_rate: int, at_device: bool) -> d
         synth_start, synth_end = _first(events, SYNTH_START, i), _first(events, SYNTH_END, i)
         span = None if synth_start is None or synth_end is None else synth_end - synth_start
         busy = s.get("synth_busy_s")
-        per_sentence.append({
-            "index": i, "audio_s": duration,
-            "ready_ms": ms(_first(events, SENTENCE_READY, i)),
-            "synth_start_ms": ms(synth_start), "synth_end_ms": ms(synth_end),
-            "first_chunk_ms": ms(_first(events, SYNTH_FIRST_CHUNK, i)),
-            "queued_ms": ms(_first(events, QUEUED, i)),
-            "played_ms": ms(arrived), "start_ms": ms(start),
-            "end_ms": ms(None if start is None else start + duration),
-            "gap_before_ms": gap,
-            "rtf": busy / duration if busy is not None and duration > 0 else None,
-            "rtf_span": span / duration if span is not None and duration > 0 else None,
-        })
-    out.update({
-        "gaps_ms": gaps,
-        "max_gap": max(gaps) if gaps else 0.0,
-        "total_gap": sum(gaps),
-        "audible_gaps": sum(1 for g in gaps if g > AUDIBLE_GAP_MS),
-        "underruns": sum(1 for e in events if e["name"] == UNDERRUN),
-        "audio_s": sum(p["audio_s"] for p in per_sentence),
-        "sentences": per_sentence,
-    })
+        per_sentence.append(
+            {
+                "index": i,
+                "audio_s": duration,
+                "ready_ms": ms(_first(events, SENTENCE_READY, i)),
+                "synth_start_ms": ms(synth_start),
+                "synth_end_ms": ms(synth_end),
+                "first_chunk_ms": ms(_first(events, SYNTH_FIRST_CHUNK, i)),
+                "queued_ms": ms(_first(events, QUEUED, i)),
+                "played_ms": ms(arrived),
+                "start_ms": ms(start),
+                "end_ms": ms(None if start is None else start + duration),
+                "gap_before_ms": gap,
+                "rtf": busy / duration if busy is not None and duration > 0 else None,
+                "rtf_span": span / duration if span is not None and duration > 0 else None,
+            }
+        )
+    out.update(
+        {
+            "gaps_ms": gaps,
+            "max_gap": max(gaps) if gaps else 0.0,
+            "total_gap": sum(gaps),
+            "audible_gaps": sum(1 for g in gaps if g > AUDIBLE_GAP_MS),
+            "underruns": sum(1 for e in events if e["name"] == UNDERRUN),
+            "audio_s": sum(p["audio_s"] for p in per_sentence),
+            "sentences": per_sentence,
+        }
+    )
     return out
 
 
@@ -160,8 +176,10 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     s, b = out["modes"]["streaming"]["played"], out["modes"]["buffered"]["played"]
     paired = _paired_ratios(run, rate, at_device)
     out["headline"] = {
-        "streaming_median_ms": s["median"], "buffered_median_ms": b["median"],
-        "streaming_mean_ms": s["mean"], "buffered_mean_ms": b["mean"],
+        "streaming_median_ms": s["median"],
+        "buffered_median_ms": b["median"],
+        "streaming_mean_ms": s["mean"],
+        "buffered_mean_ms": b["mean"],
         "ratio_of_medians": _ratio(b["median"], s["median"]),
         "ratio_of_means": _ratio(b["mean"], s["mean"]),
         "paired_ratio_median": percentile(paired, 50) if paired else None,
@@ -170,9 +188,9 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     texts = {t["text"] for t in run["trials"] if not t["error"]}
     out["identical_text"] = len(texts) <= 1
     out["distinct_texts"] = len(texts)
-    out["texts_by_mode_equal"] = (
-        {t["text"] for t in run["trials"] if t["mode"] == "streaming"}
-        == {t["text"] for t in run["trials"] if t["mode"] == "buffered"})
+    out["texts_by_mode_equal"] = {t["text"] for t in run["trials"] if t["mode"] == "streaming"} == {
+        t["text"] for t in run["trials"] if t["mode"] == "buffered"
+    }
     return out
 
 
@@ -189,8 +207,11 @@ def _paired_ratios(run: dict[str, Any], rate: int, at_device: bool) -> list[floa
         played = trial_metrics(trial, rate, at_device)["played"]
         if played is not None:
             pairs.setdefault(trial["pair"], {})[trial["mode"]] = played
-    return [p["buffered"] / p["streaming"] for p in pairs.values()
-            if "buffered" in p and p.get("streaming")]
+    return [
+        p["buffered"] / p["streaming"]
+        for p in pairs.values()
+        if "buffered" in p and p.get("streaming")
+    ]
 
 
 # --- terminal --------------------------------------------------------------------------
@@ -205,8 +226,10 @@ def report_table(run: dict[str, Any], summary: dict[str, Any]) -> Any:
     from rich.table import Table
 
     where = run["output"]["played_label"]
-    title = (f"voicecli bench: {run['scenario']}, {run['trials_per_mode']} trials per mode, "
-             f"voice {run['voice']}; ms after the LLM request; played = {where}")
+    title = (
+        f"voicecli bench: {run['scenario']}, {run['trials_per_mode']} trials per mode, "
+        f"voice {run['voice']}; ms after the LLM request; played = {where}"
+    )
     # One row per stage and mode: nine numeric columns would not fit 80 characters.
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("stage", no_wrap=True)
@@ -220,9 +243,12 @@ def report_table(run: dict[str, Any], summary: dict[str, Any]) -> Any:
             s = summary["modes"][mode][key]
             name = label if n == 0 else ""
             style = "bold" if key == "played" else None
-            table.add_row(name, mode, *(_fmt(s[c], digits) for c in ("median", "p90", "min",
-                                                                       "max")),
-                          style=style)
+            table.add_row(
+                name,
+                mode,
+                *(_fmt(s[c], digits) for c in ("median", "p90", "min", "max")),
+                style=style,
+            )
     return table
 
 
@@ -237,8 +263,11 @@ def headline_lines(run: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         f"{_fmt(h['ratio_of_means'], 2)}x on means, {_fmt(h['paired_ratio_median'], 2)}x "
         f"median of {h['pairs']} adjacent pairs.",
         "Gap = silence between the end of one sentence's audio and the start of the next "
-        + ("(device DAC times)." if run["output"]["played_means"] == "dac" else
-           "(virtual 1x playhead from the first write: nothing was played)."),
+        + (
+            "(device DAC times)."
+            if run["output"]["played_means"] == "dac"
+            else "(virtual 1x playhead from the first write: nothing was played)."
+        ),
         "RTF = seconds inside the synthesizer for a sentence / seconds of audio it produced "
         "(< 1 is faster than real time); 'RTF start..end' uses SYNTH_START..SYNTH_END, which "
         "also counts time blocked on a full ring buffer.",
@@ -246,8 +275,10 @@ def headline_lines(run: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     if run["output"]["played_means"] != "dac":
         lines.append("NOTE: --no-play: 'played' means written to the WAV file, not heard.")
     if not summary["identical_text"]:
-        lines.append(f"WARNING: the LLM gave {summary['distinct_texts']} different replies; "
-                     "trials did not all speak identical text.")
+        lines.append(
+            f"WARNING: the LLM gave {summary['distinct_texts']} different replies; "
+            "trials did not all speak identical text."
+        )
     for mode, failures in summary["failed"].items():
         for failure in failures:
             lines.append(f"FAILED {mode} trial {failure}")
@@ -317,8 +348,7 @@ def _nice_step(span_ms: float) -> float:
     return 120000.0
 
 
-def waterfall_svg(run: dict[str, Any], mode: str, picked: dict[str, Any],
-                  span_ms: float) -> str:
+def waterfall_svg(run: dict[str, Any], mode: str, picked: dict[str, Any], span_ms: float) -> str:
     trial, m = picked["trial"], picked["metrics"]
     sentences = m["sentences"]
     label_w, plot_w, row_h, top = 260, 700, 20, 34
@@ -328,54 +358,76 @@ def waterfall_svg(run: dict[str, Any], mode: str, picked: dict[str, Any],
     def x(t_ms: float) -> float:
         return label_w + max(0.0, t_ms) / span_ms * plot_w
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
+    ]
     step = _nice_step(span_ms)
     tick = 0.0
     while tick <= span_ms + 1e-9:
-        parts.append(f'<line x1="{x(tick):.1f}" y1="{top - 6}" x2="{x(tick):.1f}" '
-                     f'y2="{height - 24}" stroke="#eee"/>')
-        parts.append(f'<text x="{x(tick):.1f}" y="{height - 10}" text-anchor="middle" '
-                     f'fill="#555">{tick / 1000:g} s</text>')
+        parts.append(
+            f'<line x1="{x(tick):.1f}" y1="{top - 6}" x2="{x(tick):.1f}" '
+            f'y2="{height - 24}" stroke="#eee"/>'
+        )
+        parts.append(
+            f'<text x="{x(tick):.1f}" y="{height - 10}" text-anchor="middle" '
+            f'fill="#555">{tick / 1000:g} s</text>'
+        )
         tick += step
     # Row 0: the LLM stream, request to last token, with a tick per token.
     y0 = top
-    parts.append(f'<text x="4" y="{y0 + 13}">LLM stream ({len(trial.get("token_arrivals", []))}'
-                 ' pieces)</text>')
+    parts.append(
+        f'<text x="4" y="{y0 + 13}">LLM stream ({len(trial.get("token_arrivals", []))}'
+        " pieces)</text>"
+    )
     if m["text_done"] is not None:
-        parts.append(f'<rect x="{x(0):.1f}" y="{y0 + 8}" width="{x(m["text_done"]) - x(0):.1f}" '
-                     f'height="4" fill="#bab0ac"><title>request to last token: '
-                     f'{m["text_done"]:.0f} ms</title></rect>')
+        parts.append(
+            f'<rect x="{x(0):.1f}" y="{y0 + 8}" width="{x(m["text_done"]) - x(0):.1f}" '
+            f'height="4" fill="#bab0ac"><title>request to last token: '
+            f"{m['text_done']:.0f} ms</title></rect>"
+        )
     for t in _token_ms(trial):
-        parts.append(f'<line x1="{x(t):.1f}" y1="{y0 + 4}" x2="{x(t):.1f}" y2="{y0 + 16}" '
-                     'stroke="#4e79a7" stroke-width="1"/>')
+        parts.append(
+            f'<line x1="{x(t):.1f}" y1="{y0 + 4}" x2="{x(t):.1f}" y2="{y0 + 16}" '
+            'stroke="#4e79a7" stroke-width="1"/>'
+        )
     for row, s in enumerate(sentences, start=1):
         y = top + row * row_h
         display = next((d["display"] for d in trial["sentences"] if d["index"] == s["index"]), "")
         short = display if len(display) <= 38 else display[:37] + "…"
-        parts.append(f'<text x="4" y="{y + 13}">{s["index"]}: {html.escape(short)}'
-                     f'<title>{html.escape(display)}</title></text>')
+        parts.append(
+            f'<text x="4" y="{y + 13}">{s["index"]}: {html.escape(short)}'
+            f"<title>{html.escape(display)}</title></text>"
+        )
         for start_key, end_key, colour, meaning in SEGMENTS:
             a, b = s[start_key], s[end_key]
             if a is None or b is None or b < a:
                 continue
-            parts.append(f'<rect x="{x(a):.1f}" y="{y + 3}" width="{max(1.0, x(b) - x(a)):.1f}" '
-                         f'height="14" fill="{colour}"><title>{meaning}: {a:.0f} to {b:.0f} ms'
-                         f'</title></rect>')
+            parts.append(
+                f'<rect x="{x(a):.1f}" y="{y + 3}" width="{max(1.0, x(b) - x(a)):.1f}" '
+                f'height="14" fill="{colour}"><title>{meaning}: {a:.0f} to {b:.0f} ms'
+                f"</title></rect>"
+            )
         # A strip along the row's foot: the silence often overlaps this sentence's
         # synthesis, which must stay visible above it.
         gap = s["gap_before_ms"]
         if gap and gap > 0 and s["start_ms"] is not None:
-            parts.append(f'<rect x="{x(s["start_ms"] - gap):.1f}" y="{y + 14}" '
-                         f'width="{max(1.0, x(s["start_ms"]) - x(s["start_ms"] - gap)):.1f}" '
-                         f'height="4" fill="{GAP_COLOUR}"><title>gap before this sentence: '
-                         f'{gap:.0f} ms of silence</title></rect>')
+            parts.append(
+                f'<rect x="{x(s["start_ms"] - gap):.1f}" y="{y + 14}" '
+                f'width="{max(1.0, x(s["start_ms"]) - x(s["start_ms"] - gap)):.1f}" '
+                f'height="4" fill="{GAP_COLOUR}"><title>gap before this sentence: '
+                f"{gap:.0f} ms of silence</title></rect>"
+            )
     if m["played"] is not None:
         px = x(m["played"])
-        parts.append(f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{height - 24}" '
-                     'stroke="#000" stroke-dasharray="4 3"/>')
-        parts.append(f'<text x="{px + 4:.1f}" y="{top - 8}" font-weight="bold">first audio '
-                     f'{m["played"]:.0f} ms</text>')
+        parts.append(
+            f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{height - 24}" '
+            'stroke="#000" stroke-dasharray="4 3"/>'
+        )
+        parts.append(
+            f'<text x="{px + 4:.1f}" y="{top - 8}" font-weight="bold">first audio '
+            f"{m['played']:.0f} ms</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -386,16 +438,24 @@ def _html_table(summary: dict[str, Any]) -> str:
     keyed = [(k, label, 0) for k, _, label in STAGES] + [(k, label, 0) for k, label in EXTRA]
     keyed += [("rtf", "RTF/sentence", 2), ("rtf_span", "RTF start..end", 2)]
     for key, label, digits in keyed:
-        cells = "".join(f"<td>{_fmt(summary['modes'][m][key][c], digits)}</td>"
-                        for m in MODES for c in ("median", "p90", "min", "max"))
+        cells = "".join(
+            f"<td>{_fmt(summary['modes'][m][key][c], digits)}</td>"
+            for m in MODES
+            for c in ("median", "p90", "min", "max")
+        )
         rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
     return f"<table><tr><th>stage (ms)</th>{head}</tr>{''.join(rows)}</table>"
 
 
 def write_html(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path:
     picked = {m: representative(run, m) for m in MODES}
-    ends = [s["end_ms"] for p in picked.values() if p for s in p["metrics"]["sentences"]
-            if s["end_ms"] is not None]
+    ends = [
+        s["end_ms"]
+        for p in picked.values()
+        if p
+        for s in p["metrics"]["sentences"]
+        if s["end_ms"] is not None
+    ]
     ends += [p["metrics"]["turn_end"] or 0 for p in picked.values() if p]
     span = max(ends, default=1000.0) * 1.03 or 1000.0
     charts = []
@@ -404,17 +464,34 @@ def write_html(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path
         if p is None:
             charts.append(f"<h2>{mode}</h2><p>No successful trial.</p>")
             continue
-        charts.append(f"<h2>{mode}: trial {html.escape(p['trial']['label'])} "
-                      f"(first audio closest to the median)</h2>"
-                      + waterfall_svg(run, mode, p, span))
-    legend = "".join(f'<span><i style="background:{c}"></i>{html.escape(meaning)}</span>'
-                     for _, _, c, meaning in SEGMENTS)
+        charts.append(
+            f"<h2>{mode}: trial {html.escape(p['trial']['label'])} "
+            f"(first audio closest to the median)</h2>" + waterfall_svg(run, mode, p, span)
+        )
+    legend = "".join(
+        f'<span><i style="background:{c}"></i>{html.escape(meaning)}</span>'
+        for _, _, c, meaning in SEGMENTS
+    )
     legend += f'<span><i style="background:{GAP_COLOUR}"></i>gap: silence between sentences</span>'
-    meta = {k: run[k] for k in ("started_at", "scenario", "voice", "speed", "lang", "synth",
-                                "output", "llm", "machine", "trials_per_mode", "order")}
+    meta = {
+        k: run[k]
+        for k in (
+            "started_at",
+            "scenario",
+            "voice",
+            "speed",
+            "lang",
+            "synth",
+            "output",
+            "llm",
+            "machine",
+            "trials_per_mode",
+            "order",
+        )
+    }
     lines = "".join(f"<li>{html.escape(line)}</li>" for line in headline_lines(run, summary))
     doc = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>voicecli bench: {html.escape(run['scenario'])}</title>
+<html><head><meta charset="utf-8"><title>voicecli bench: {html.escape(run["scenario"])}</title>
 <style>
 body {{ font-family: sans-serif; margin: 1.5em; color: #222; }}
 table {{ border-collapse: collapse; font-size: 13px; }}
@@ -431,9 +508,9 @@ pre {{ background: #f6f6f6; padding: 0.6em; font-size: 12px; white-space: pre-wr
 <p class="legend">{legend}</p>
 <p>Both charts share one time axis (ms after the LLM request). Ticks on the first row are
 LLM text pieces as they arrived.</p>
-{''.join(charts)}
+{"".join(charts)}
 <h2>Run</h2><pre>{html.escape(json.dumps(meta, indent=1, default=str))}</pre>
-<h2>Reply</h2><pre>{html.escape(run.get('text') or '(from a real LLM: see the JSON)')}</pre>
+<h2>Reply</h2><pre>{html.escape(run.get("text") or "(from a real LLM: see the JSON)")}</pre>
 </body></html>
 """
     path.write_text(doc, encoding="utf-8")
@@ -454,8 +531,9 @@ def write_png(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path 
     if not picked:
         return None
     rows = max(len(p["metrics"]["sentences"]) for _, p in picked) + 1
-    fig, axes = plt.subplots(len(picked), 1, sharex=True, squeeze=False,
-                             figsize=(11, 1.2 + 0.32 * rows * len(picked)))
+    fig, axes = plt.subplots(
+        len(picked), 1, sharex=True, squeeze=False, figsize=(11, 1.2 + 0.32 * rows * len(picked))
+    )
     for ax, (mode, p) in zip(axes[:, 0], picked, strict=True):
         m = p["metrics"]
         sentences = m["sentences"]
@@ -463,20 +541,32 @@ def write_png(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path 
             for start_key, end_key, colour, _ in SEGMENTS:
                 a, b = s[start_key], s[end_key]
                 if a is not None and b is not None and b >= a:
-                    ax.broken_barh([(a / 1000, max(b - a, 1) / 1000)], (row - 0.35, 0.7),
-                                   color=colour)
+                    ax.broken_barh(
+                        [(a / 1000, max(b - a, 1) / 1000)], (row - 0.35, 0.7), color=colour
+                    )
             gap = s["gap_before_ms"]
             if gap and s["start_ms"] is not None:
-                ax.broken_barh([((s["start_ms"] - gap) / 1000, gap / 1000)],
-                               (row + 0.2, 0.15), color=GAP_COLOUR)
+                ax.broken_barh(
+                    [((s["start_ms"] - gap) / 1000, gap / 1000)],
+                    (row + 0.2, 0.15),
+                    color=GAP_COLOUR,
+                )
         tokens = [t / 1000 for t in _token_ms(p["trial"])]
         ax.vlines(tokens, -0.3, 0.3, color="#4e79a7", linewidth=0.6)
         if m["played"] is not None:
             ax.axvline(m["played"] / 1000, color="black", linestyle="--", linewidth=1)
-            ax.text(m["played"] / 1000, -0.9, f" first audio {m['played']:.0f} ms",
-                    fontsize=8, va="bottom")
-        ax.set_yticks(range(len(sentences) + 1),
-                      ["LLM"] + [f"sentence {s['index']}" for s in sentences], fontsize=7)
+            ax.text(
+                m["played"] / 1000,
+                -0.9,
+                f" first audio {m['played']:.0f} ms",
+                fontsize=8,
+                va="bottom",
+            )
+        ax.set_yticks(
+            range(len(sentences) + 1),
+            ["LLM"] + [f"sentence {s['index']}" for s in sentences],
+            fontsize=7,
+        )
         ax.invert_yaxis()
         ax.set_title(f"{mode}: {p['trial']['label']}", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("seconds after the LLM request")
@@ -496,18 +586,41 @@ def load_table(result: dict[str, Any]) -> Any:
     from rich import box
     from rich.table import Table
 
-    table = Table(title=(f"voicecli bench --load: {result['scenario']}, {result['turns']} "
-                         f"turns per conversation, voice {result['voice']}; ms"),
-                  title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("N", "ok", "TTFA p50", "TTFA p95", "gap p50", "gap p95", "gap max",
-                   "under\nruns", "err", "audio\n/wall"):
+    table = Table(
+        title=(
+            f"voicecli bench --load: {result['scenario']}, {result['turns']} "
+            f"turns per conversation, voice {result['voice']}; ms"
+        ),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in (
+        "N",
+        "ok",
+        "TTFA p50",
+        "TTFA p95",
+        "gap p50",
+        "gap p95",
+        "gap max",
+        "under\nruns",
+        "err",
+        "audio\n/wall",
+    ):
         table.add_column(column, justify="right")
     for level in result["levels"]:
         s = level["stats"]
-        table.add_row(str(level["n"]), f"{s['turns_ok']}/{s['turns']}",
-                      _fmt(s["ttfa_p50"]), _fmt(s["ttfa_p95"]), _fmt(s["gap_p50"]),
-                      _fmt(s["gap_p95"]), _fmt(s["gap_max"]), str(s["underruns"]),
-                      str(s["errors"]), _fmt(s["load_factor"], 2))
+        table.add_row(
+            str(level["n"]),
+            f"{s['turns_ok']}/{s['turns']}",
+            _fmt(s["ttfa_p50"]),
+            _fmt(s["ttfa_p95"]),
+            _fmt(s["gap_p50"]),
+            _fmt(s["gap_p95"]),
+            _fmt(s["gap_max"]),
+            str(s["underruns"]),
+            str(s["errors"]),
+            _fmt(s["load_factor"], 2),
+        )
     return table
 
 
@@ -520,9 +633,11 @@ def load_lines(result: dict[str, Any]) -> list[str]:
         "Gap: silence before a sentence on a virtual 1x playhead that starts at the first "
         "frame; an underrun is any frame that arrived after the playhead needed it. "
         "audio/wall: seconds of audio delivered per second, all conversations together.",
-        (f"The p95 gap first exceeds {limit:.0f} ms at N={knee} on this machine."
-         if knee is not None else
-         f"The p95 gap stayed at or under {limit:.0f} ms for every N tested ({tested})."),
+        (
+            f"The p95 gap first exceeds {limit:.0f} ms at N={knee} on this machine."
+            if knee is not None
+            else f"The p95 gap stayed at or under {limit:.0f} ms for every N tested ({tested})."
+        ),
     ]
     for level in result["levels"]:
         for error in level["stats"]["error_samples"]:

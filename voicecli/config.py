@@ -117,7 +117,8 @@ def load_file(path: Path) -> dict[str, Any]:
     if unknown:
         raise VoiceCliError(
             f"Config file {path} has unknown setting(s): {', '.join(unknown)}. "
-            "See config.example.toml for the list.")
+            "See config.example.toml for the list."
+        )
     return {k: _coerce(k, v, f"config file {path}") for k, v in data.items()}
 
 
@@ -132,8 +133,11 @@ def from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
     return out
 
 
-def resolve(config_path: Path | None = None, flags: dict[str, Any] | None = None,
-            environ: dict[str, str] | None = None) -> Settings:
+def resolve(
+    config_path: Path | None = None,
+    flags: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Settings:
     """Merge defaults < config file < environment < flags (flags that are None are unset)."""
     values: dict[str, Any] = {}
     path = config_path

@@ -48,8 +48,13 @@ class Progress:
     keys: bool = True  # single keys control playback
 
 
-STATE_STYLES = {"thinking": "yellow", "speaking": "green", "paused": "cyan",
-                "interrupted": "red", "listening": "blue"}
+STATE_STYLES = {
+    "thinking": "yellow",
+    "speaking": "green",
+    "paused": "cyan",
+    "interrupted": "red",
+    "listening": "blue",
+}
 KEYS_HINT = "space pause · s skip · q quit · any other key stop"
 NO_KEYS_HINT = "Ctrl-C stops"
 
@@ -117,9 +122,14 @@ class LiveReply(TurnView):
 
     def start(self, progress: Callable[[], Progress]) -> None:
         self._progress = progress
-        self._live = Live(console=self.console, get_renderable=self._render,
-                          refresh_per_second=8, transient=True, redirect_stdout=False,
-                          redirect_stderr=False)
+        self._live = Live(
+            console=self.console,
+            get_renderable=self._render,
+            refresh_per_second=8,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self._live.start()
 
     def text(self, piece: str) -> None:
@@ -158,9 +168,9 @@ class LiveReply(TurnView):
             return body
         first = len(lines) - room
         if current is not None:
-            at = len(Text(body.plain[:current[0]]).wrap(self.console, width)) - 1
+            at = len(Text(body.plain[: current[0]]).wrap(self.console, width)) - 1
             first = min(first, max(0, at - 1))
-        return Group(*lines[first:first + room])
+        return Group(*lines[first : first + room])
 
     def finish(self, text: str, heard: str, interrupted: bool) -> None:
         if self._live is not None:
@@ -187,9 +197,14 @@ class SpeakingStatus(TurnView):
 
     def start(self, progress: Callable[[], Progress]) -> None:
         self._progress = progress
-        self._live = Live(console=self.console, get_renderable=self._render,
-                          refresh_per_second=4, transient=True, redirect_stdout=False,
-                          redirect_stderr=False)
+        self._live = Live(
+            console=self.console,
+            get_renderable=self._render,
+            refresh_per_second=4,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self._live.start()
 
     def _render(self) -> RenderableType:
@@ -220,8 +235,11 @@ def _strike_unheard(text: str, spans: list[tuple[int, int]], heard: str) -> Text
     for start, end in spans:
         words = list(re.finditer(r"\S+", text[start:end]))
         count = 0
-        while (count < len(words) and taken + count < len(heard_words)
-               and heard_words[taken + count] == words[count].group()):
+        while (
+            count < len(words)
+            and taken + count < len(heard_words)
+            and heard_words[taken + count] == words[count].group()
+        ):
             count += 1
         taken += count
         if count < len(words):
@@ -268,21 +286,31 @@ def _ms(timeline: Timeline, name: str, sentence: int | None = None) -> str:
 
 
 def timings_table(timeline: Timeline) -> Table:
-    table = Table(title=f"{timeline.label}: ms from turn start", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(
+        title=f"{timeline.label}: ms from turn start",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     table.add_column("#", justify="right", no_wrap=True, min_width=2)
-    labels = {SENTENCE_READY: "ready", SYNTH_START: "synth", SYNTH_FIRST_CHUNK: "chunk",
-              SYNTH_END: "done", QUEUED: "queued", PLAYED: "played"}
+    labels = {
+        SENTENCE_READY: "ready",
+        SYNTH_START: "synth",
+        SYNTH_FIRST_CHUNK: "chunk",
+        SYNTH_END: "done",
+        QUEUED: "queued",
+        PLAYED: "played",
+    }
     # The figures must stay whole on an 80-column pipe; the text gives way.
     for name in PER_SENTENCE:
         table.add_column(labels[name], justify="right", no_wrap=True, min_width=6)
     table.add_column("text", no_wrap=True, overflow="ellipsis", max_width=28)
-    texts = {e.sentence: e.detail.get("text", "") for e in timeline.events
-             if e.name == SENTENCE_READY}
+    texts = {
+        e.sentence: e.detail.get("text", "") for e in timeline.events if e.name == SENTENCE_READY
+    }
     for index in timeline.sentences():
         text = texts.get(index, "")
-        table.add_row(str(index), *(_ms(timeline, n, index) for n in PER_SENTENCE),
-                      text)
+        table.add_row(str(index), *(_ms(timeline, n, index) for n in PER_SENTENCE), text)
     return table
 
 
@@ -292,9 +320,13 @@ def summary_line(timeline: Timeline) -> str:
     def f(key: str) -> str:
         return "-" if s[key] is None else f"{s[key]:.0f} ms"
 
-    parts = [f"first token {f('first_token_ms')}", f"first sentence {f('first_sentence_ms')}",
-             f"first queued {f('first_queued_ms')}", f"first played {f('first_played_ms')}",
-             f"underruns {s['underruns']}"]
+    parts = [
+        f"first token {f('first_token_ms')}",
+        f"first sentence {f('first_sentence_ms')}",
+        f"first queued {f('first_queued_ms')}",
+        f"first played {f('first_played_ms')}",
+        f"underruns {s['underruns']}",
+    ]
     if s["interrupted"]:
         parts.append("interrupted")
     return f"{timeline.label}: " + ", ".join(parts)

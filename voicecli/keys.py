@@ -55,8 +55,9 @@ class KeyListener:
         except termios.error:
             self._saved = None
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, args=(on_key,),
-                                        name="voicecli-keys", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(on_key,), name="voicecli-keys", daemon=True
+        )
         self._thread.start()
 
     def _run(self, on_key: Callable[[str], None]) -> None:

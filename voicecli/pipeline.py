@@ -46,8 +46,11 @@ POLL = 0.05  # seconds between cancel checks in blocking waits
 
 
 class AudioSink(Protocol):
-    def set_hooks(self, on_played: Callable[[int, float], None] | None,
-                  on_underrun: Callable[[float], None] | None) -> None: ...
+    def set_hooks(
+        self,
+        on_played: Callable[[int, float], None] | None,
+        on_underrun: Callable[[float], None] | None,
+    ) -> None: ...
     def begin_turn(self) -> None: ...
     def begin_sentence(self, sentence: int) -> None: ...
     def write(self, samples: np.ndarray, cancel: CancelToken) -> object: ...
@@ -83,21 +86,28 @@ class SpeechPipeline:
         self.synth = synth
         self.sink = sink
 
-    def run(self, source: Iterable[str], options: TurnOptions, *, cancel: CancelToken,
-            timeline: Timeline, on_text: Callable[[str], None] | None = None) -> TurnResult:
+    def run(
+        self,
+        source: Iterable[str],
+        options: TurnOptions,
+        *,
+        cancel: CancelToken,
+        timeline: Timeline,
+        on_text: Callable[[str], None] | None = None,
+    ) -> TurnResult:
         result = TurnResult(timeline, "")
         sentences: queue.Queue = queue.Queue(maxsize=options.max_sentences_ahead)
         pieces: list[str] = []
         errors: list[VoiceCliError] = []
         self.sink.begin_turn()
-        self.sink.set_hooks(lambda s, t: timeline.mark_once(PLAYED, s, t),
-                            lambda t: timeline.mark(UNDERRUN, t=t))
+        self.sink.set_hooks(
+            lambda s, t: timeline.mark_once(PLAYED, s, t), lambda t: timeline.mark(UNDERRUN, t=t)
+        )
         cancel.on_cancel(self.sink.flush)
 
         def produce() -> None:
             try:
-                self._produce(source, options, sentences, pieces, result, cancel, timeline,
-                              on_text)
+                self._produce(source, options, sentences, pieces, result, cancel, timeline, on_text)
             except VoiceCliError as exc:
                 errors.append(exc)
             except Exception as exc:  # noqa: BLE001 - report, and stop the other stages
@@ -145,11 +155,20 @@ class SpeechPipeline:
         return result
 
     # --- source thread --------------------------------------------------------
-    def _produce(self, source: Iterable[str], options: TurnOptions, out: queue.Queue,
-                 pieces: list[str], result: TurnResult, cancel: CancelToken,
-                 timeline: Timeline, on_text: Callable[[str], None] | None) -> None:
-        segmenter = Segmenter(fast_first=options.fast_first,
-                              newline_is_boundary=options.newline_is_boundary)
+    def _produce(
+        self,
+        source: Iterable[str],
+        options: TurnOptions,
+        out: queue.Queue,
+        pieces: list[str],
+        result: TurnResult,
+        cancel: CancelToken,
+        timeline: Timeline,
+        on_text: Callable[[str], None] | None,
+    ) -> None:
+        segmenter = Segmenter(
+            fast_first=options.fast_first, newline_is_boundary=options.newline_is_boundary
+        )
 
         def release(displays: list[str]) -> None:
             for display in displays:
@@ -221,8 +240,9 @@ class SpeechPipeline:
                 continue
             if span.end is None or span.end <= span.start:
                 continue
-            heard.append(_leading_words(sentence.display,
-                                        (limit - span.start) / (span.end - span.start)))
+            heard.append(
+                _leading_words(sentence.display, (limit - span.start) / (span.end - span.start))
+            )
         return " ".join(h for h in heard if h)
 
 

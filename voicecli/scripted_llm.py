@@ -68,8 +68,9 @@ class ScriptedLLM:
         self.requests: list[Served] = []
         self._lock = threading.Lock()
         self._httpd = _Server((host, port), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        name="scripted-llm", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="scripted-llm", daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -102,8 +103,19 @@ class ScriptedLLM:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
-                    self._json(200, {"object": "list", "data": [
-                        {"id": server.script.model, "object": "model", "owned_by": "voicecli"}]})
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {
+                                    "id": server.script.model,
+                                    "object": "model",
+                                    "owned_by": "voicecli",
+                                }
+                            ],
+                        },
+                    )
                 else:
                     self._json(404, {"error": {"message": "not found", "type": "invalid_request"}})
 
@@ -122,9 +134,16 @@ class ScriptedLLM:
                 with server._lock:
                     server.requests.append(served)
                 if script.status != 200:
-                    self._json(script.status, {"error": {
-                        "message": f"scripted HTTP {script.status}", "type": "scripted",
-                        "code": str(script.status)}})
+                    self._json(
+                        script.status,
+                        {
+                            "error": {
+                                "message": f"scripted HTTP {script.status}",
+                                "type": "scripted",
+                                "code": str(script.status),
+                            }
+                        },
+                    )
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -141,13 +160,24 @@ class ScriptedLLM:
                 for i, token in enumerate(script.tokens):
                     time.sleep(script.token_interval + script.pauses.get(i, 0.0))
                     if script.error_after is not None and i == script.error_after:
-                        self._event({"error": {"message": "scripted failure mid-stream",
-                                               "type": "server_error"}})
+                        self._event(
+                            {
+                                "error": {
+                                    "message": "scripted failure mid-stream",
+                                    "type": "server_error",
+                                }
+                            }
+                        )
                         self._end()
                         return
-                    self._event(_chunk(created, body.get("model", script.model),
-                                       {"content": token} if i else
-                                       {"role": "assistant", "content": token}, None))
+                    self._event(
+                        _chunk(
+                            created,
+                            body.get("model", script.model),
+                            {"content": token} if i else {"role": "assistant", "content": token},
+                            None,
+                        )
+                    )
                     served.sent_at.append(time.monotonic())
                 self._event(_chunk(created, body.get("model", script.model), {}, "stop"))
                 self._write(b"data: [DONE]\n\n")
@@ -177,5 +207,10 @@ class ScriptedLLM:
 
 
 def _chunk(created: int, model: str, delta: dict, finish: str | None) -> dict:
-    return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": created,
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }

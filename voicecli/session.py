@@ -35,8 +35,9 @@ PAUSE, SKIP, QUIT = " ", "s", "q"
 class Turn:
     """One turn's controls and the progress the live view polls."""
 
-    def __init__(self, sink: object, sample_rate: int, cancel: CancelToken,
-                 timeline: Timeline, keys: bool) -> None:
+    def __init__(
+        self, sink: object, sample_rate: int, cancel: CancelToken, timeline: Timeline, keys: bool
+    ) -> None:
         self.sink = sink
         self.sample_rate = sample_rate
         self.cancel = cancel
@@ -73,8 +74,11 @@ class Turn:
 
     def progress(self) -> display.Progress:
         events = self.timeline.events
-        sentences = {e.sentence: str(e.detail.get("text", "")) for e in events
-                     if e.name == SENTENCE_READY and e.sentence is not None}
+        sentences = {
+            e.sentence: str(e.detail.get("text", ""))
+            for e in events
+            if e.name == SENTENCE_READY and e.sentence is not None
+        }
         played = [e.sentence for e in events if e.name == PLAYED]
         playing, spoken = self._position(played)
         if self.cancel.cancelled:
@@ -85,8 +89,9 @@ class Turn:
             state = "speaking"
         else:
             state = "thinking"
-        return display.Progress(state, sentences, playing,
-                                any(e.name == TEXT_DONE for e in events), spoken, self.keys)
+        return display.Progress(
+            state, sentences, playing, any(e.name == TEXT_DONE for e in events), spoken, self.keys
+        )
 
     def _position(self, played: list[int | None]) -> tuple[int | None, float]:
         """The sentence heard now and the seconds heard, from the player's play position."""
@@ -165,11 +170,17 @@ class Session:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def speak(self, source: SourceFactory, *, label: str = "turn",
-              newline_is_boundary: bool = False, fast_first: bool = False,
-              on_text: Callable[[str], None] | None = None,
-              on_key: Callable[[str, CancelToken], None] | None = None,
-              view: display.TurnView | None = None) -> TurnResult:
+    def speak(
+        self,
+        source: SourceFactory,
+        *,
+        label: str = "turn",
+        newline_is_boundary: bool = False,
+        fast_first: bool = False,
+        on_text: Callable[[str], None] | None = None,
+        on_key: Callable[[str, CancelToken], None] | None = None,
+        view: display.TurnView | None = None,
+    ) -> TurnResult:
         """Run one turn under the default key map unless ``on_key`` replaces it.
 
         ``view`` shows the turn; by default a progress line on stderr when it is a
@@ -180,11 +191,14 @@ class Session:
             raise VoiceCliError("The session is not open.")
         cancel = CancelToken()
         timeline = Timeline(label)
-        options = TurnOptions(buffered=self.settings.buffered, fast_first=fast_first,
-                              newline_is_boundary=newline_is_boundary, code=self.settings.code,
-                              max_sentences_ahead=self.settings.max_sentences_ahead)
-        turn = Turn(self.sink, self.synth.sample_rate, cancel, timeline,
-                    keys=self.keys is not None)
+        options = TurnOptions(
+            buffered=self.settings.buffered,
+            fast_first=fast_first,
+            newline_is_boundary=newline_is_boundary,
+            code=self.settings.code,
+            max_sentences_ahead=self.settings.max_sentences_ahead,
+        )
+        turn = Turn(self.sink, self.synth.sample_rate, cancel, timeline, keys=self.keys is not None)
         self.last_turn = turn
         view = view if view is not None else display.turn_view(reply=False)
 
@@ -205,8 +219,9 @@ class Session:
         result: TurnResult | None = None
         ctrl_c = False
         try:
-            result = self.pipeline.run(source(cancel, timeline), options, cancel=cancel,
-                                       timeline=timeline, on_text=text)
+            result = self.pipeline.run(
+                source(cancel, timeline), options, cancel=cancel, timeline=timeline, on_text=text
+            )
         except KeyboardInterrupt:
             ctrl_c = True
         finally:

@@ -46,7 +46,7 @@ def stdin_source(fd: int, cancel: CancelToken, timeline: Timeline) -> Iterator[s
         try:
             text, used = codecs.utf_8_decode(buf, "strict", final)
         except UnicodeDecodeError as exc:
-            valid = buf[:exc.start].decode("utf-8")
+            valid = buf[: exc.start].decode("utf-8")
             if valid:
                 yield valid
             raise VoiceCliError(
@@ -67,20 +67,33 @@ def stdin_source(fd: int, cancel: CancelToken, timeline: Timeline) -> Iterator[s
 class ChatClient:
     """One OpenAI-compatible chat endpoint, streamed with the ``openai`` package."""
 
-    def __init__(self, *, base_url: str | None, api_key: str | None, model: str,
-                 temperature: float | None = None, max_tokens: int | None = None,
-                 timeout: float = 60.0, max_retries: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 1,
+    ) -> None:
         from openai import OpenAI
 
         self.model = model
         self.base_url = base_url
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.client = OpenAI(base_url=base_url, api_key=api_key or "not-needed",
-                             timeout=timeout, max_retries=max_retries)
+        self.client = OpenAI(
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
 
-    def stream(self, messages: list[dict[str, str]], cancel: CancelToken,
-               timeline: Timeline) -> Iterator[str]:
+    def stream(
+        self, messages: list[dict[str, str]], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[str]:
         import openai
 
         extra: dict[str, Any] = {}
@@ -92,26 +105,32 @@ class ChatClient:
         timeline.mark(REQUEST_SENT)
         try:
             response = self.client.chat.completions.create(
-                model=self.model, messages=messages, stream=True, **extra)
+                model=self.model, messages=messages, stream=True, **extra
+            )
         except openai.AuthenticationError:
             raise VoiceCliError(
                 f"{where} refused the API key (HTTP 401). Set OPENAI_API_KEY or api_key "
-                "in the config file, or use --llm local for the embedded model.") from None
+                "in the config file, or use --llm local for the embedded model."
+            ) from None
         except openai.RateLimitError:
             raise VoiceCliError(
                 f"{where} is rate limiting this key (HTTP 429). Wait and retry, or check "
-                "the account's quota.") from None
+                "the account's quota."
+            ) from None
         except openai.NotFoundError:
             raise VoiceCliError(
                 f"{where} does not know model {self.model!r} or the chat endpoint (HTTP 404). "
-                "Check --model and --base-url.") from None
+                "Check --model and --base-url."
+            ) from None
         except openai.APIConnectionError as exc:
             raise VoiceCliError(
                 f"Cannot reach the LLM server at {where} ({type(exc).__name__}). "
-                "Check --base-url and that the server is running.") from None
+                "Check --base-url and that the server is running."
+            ) from None
         except openai.APIStatusError as exc:
             raise VoiceCliError(
-                f"{where} answered HTTP {exc.status_code}: {_short(exc.message)}") from None
+                f"{where} answered HTTP {exc.status_code}: {_short(exc.message)}"
+            ) from None
         # Closing the response aborts the HTTP read this thread may be blocked in.
         cancel.on_cancel(response.close)
         first = True
@@ -136,7 +155,8 @@ class ChatClient:
             if cancel.cancelled:
                 return
             raise VoiceCliError(
-                f"The LLM stream from {where} broke off ({type(exc).__name__}).") from None
+                f"The LLM stream from {where} broke off ({type(exc).__name__})."
+            ) from None
         finally:
             response.close()
 

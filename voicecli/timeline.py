@@ -46,15 +46,17 @@ class Timeline:
         self._events: list[Event] = []
         self._lock = threading.Lock()
 
-    def mark(self, name: str, sentence: int | None = None, t: float | None = None,
-             **detail: Any) -> float:
+    def mark(
+        self, name: str, sentence: int | None = None, t: float | None = None, **detail: Any
+    ) -> float:
         when = time.monotonic() if t is None else t
         with self._lock:
             self._events.append(Event(name, when, sentence, detail))
         return when
 
-    def mark_once(self, name: str, sentence: int | None = None, t: float | None = None,
-                  **detail: Any) -> bool:
+    def mark_once(
+        self, name: str, sentence: int | None = None, t: float | None = None, **detail: Any
+    ) -> bool:
         """Mark ``name`` only the first time for this sentence; True if it was marked."""
         when = time.monotonic() if t is None else t
         with self._lock:
@@ -71,8 +73,11 @@ class Timeline:
 
     def first(self, name: str, sentence: int | None = None) -> float | None:
         """Earliest time of ``name`` (for one sentence, or for any if None)."""
-        times = [e.t for e in self.events
-                 if e.name == name and (sentence is None or e.sentence == sentence)]
+        times = [
+            e.t
+            for e in self.events
+            if e.name == name and (sentence is None or e.sentence == sentence)
+        ]
         return min(times) if times else None
 
     def count(self, name: str) -> int:
@@ -107,7 +112,5 @@ class Timeline:
             "label": self.label,
             "t0": self.t0,
             "summary": self.summary(),
-            "events": [
-                {**asdict(e), "ms": (e.t - self.t0) * 1000.0} for e in self.events
-            ],
+            "events": [{**asdict(e), "ms": (e.t - self.t0) * 1000.0} for e in self.events],
         }

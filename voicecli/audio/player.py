@@ -36,7 +36,8 @@ def _sounddevice():
     except OSError as exc:  # PortAudio missing: the wheel does not bundle it on Linux
         raise VoiceCliError(
             f"Audio output is unavailable: {exc}. Install PortAudio "
-            f"(Debian/Ubuntu: apt-get install libportaudio2). {NO_DEVICE_HINT}") from None
+            f"(Debian/Ubuntu: apt-get install libportaudio2). {NO_DEVICE_HINT}"
+        ) from None
     return sounddevice
 
 
@@ -62,14 +63,18 @@ def resolve_device(device: str | int | None) -> int | None:
     if text.lstrip("-").isdigit():
         index = int(text)
         if not any(i == index for i, _ in outputs):
-            raise VoiceCliError(f"No output device with index {index}. "
-                                f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}")
+            raise VoiceCliError(
+                f"No output device with index {index}. "
+                f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}"
+            )
         return index
     exact = [i for i, d in outputs if d["name"] == text]
     matches = exact or [i for i, d in outputs if text.lower() in d["name"].lower()]
     if not matches:
-        raise VoiceCliError(f"No output device named {text!r}. "
-                            f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}")
+        raise VoiceCliError(
+            f"No output device named {text!r}. "
+            f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}"
+        )
     if len(matches) > 1:
         names = ", ".join(repr(devices[i]["name"]) for i in matches)
         raise VoiceCliError(f"Device {text!r} is ambiguous: {names}. Use its index.")
@@ -87,11 +92,17 @@ class SentenceSpan:
 class Player:
     """Owns the ring buffer and the output stream for one session."""
 
-    def __init__(self, sample_rate: int, *, device: str | int | None = None,
-                 blocksize: int = 1200, capacity_seconds: float = 10.0,
-                 latency: str | float = "low",
-                 on_played: Callable[[int, float], None] | None = None,
-                 on_underrun: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self,
+        sample_rate: int,
+        *,
+        device: str | int | None = None,
+        blocksize: int = 1200,
+        capacity_seconds: float = 10.0,
+        latency: str | float = "low",
+        on_played: Callable[[int, float], None] | None = None,
+        on_underrun: Callable[[float], None] | None = None,
+    ) -> None:
         self.sample_rate = sample_rate
         self.blocksize = blocksize
         self.ring = RingBuffer(int(capacity_seconds * sample_rate))
@@ -116,15 +127,23 @@ class Player:
     def _open(self, latency: str | float):
         sd = _sounddevice()
         try:
-            sd.check_output_settings(device=self.device, channels=1, dtype="float32",
-                                     samplerate=self.sample_rate)
-            stream = sd.OutputStream(samplerate=self.sample_rate, blocksize=self.blocksize,
-                                     device=self.device, channels=1, dtype="float32",
-                                     latency=latency, callback=self._callback)
+            sd.check_output_settings(
+                device=self.device, channels=1, dtype="float32", samplerate=self.sample_rate
+            )
+            stream = sd.OutputStream(
+                samplerate=self.sample_rate,
+                blocksize=self.blocksize,
+                device=self.device,
+                channels=1,
+                dtype="float32",
+                latency=latency,
+                callback=self._callback,
+            )
             stream.start()
         except Exception as exc:  # noqa: BLE001 - PortAudioError, ValueError for bad settings
-            raise VoiceCliError(f"Cannot open audio output device {self.device}: {exc}. "
-                                f"{NO_DEVICE_HINT}") from None
+            raise VoiceCliError(
+                f"Cannot open audio output device {self.device}: {exc}. {NO_DEVICE_HINT}"
+            ) from None
         return stream
 
     # --- audio thread -------------------------------------------------------------
@@ -202,7 +221,8 @@ class Player:
         return VoiceCliError(
             f"The audio output device {self.device} stopped playing (unplugged, or its "
             f"sound server went away). Check it with `voicecli devices`, pick another "
-            f"with --device, or {NO_DEVICE_HINT[0].lower()}{NO_DEVICE_HINT[1:]}")
+            f"with --device, or {NO_DEVICE_HINT[0].lower()}{NO_DEVICE_HINT[1:]}"
+        )
 
     def finish(self) -> None:
         """No more audio is coming this turn: running dry is no longer an underrun."""
@@ -246,8 +266,10 @@ class Player:
         """
         heard = self.heard_position()
         with self._lock:
-            current = next((s for s in self._spans if s.start <= heard
-                            and (s.end is None or heard < s.end)), None)
+            current = next(
+                (s for s in self._spans if s.start <= heard and (s.end is None or heard < s.end)),
+                None,
+            )
             if current is None:
                 return False
             current.skipped_at = heard
@@ -288,8 +310,11 @@ class Player:
         with self._lock:
             return [SentenceSpan(s.sentence, s.start, s.end, s.skipped_at) for s in self._spans]
 
-    def set_hooks(self, on_played: Callable[[int, float], None] | None,
-                  on_underrun: Callable[[float], None] | None) -> None:
+    def set_hooks(
+        self,
+        on_played: Callable[[int, float], None] | None,
+        on_underrun: Callable[[float], None] | None,
+    ) -> None:
         self.on_played = on_played
         self.on_underrun = on_underrun
 

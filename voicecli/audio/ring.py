@@ -62,16 +62,16 @@ class RingBuffer:
                         break
                     continue
                 n = min(free, len(data) - done)
-                self._copy_in(data[done:done + n])
+                self._copy_in(data[done : done + n])
                 done += n
         return done
 
     def _copy_in(self, data: np.ndarray) -> None:
         start = self._write_pos % self.capacity
         first = min(len(data), self.capacity - start)
-        self._buf[start:start + first] = data[:first]
+        self._buf[start : start + first] = data[:first]
         if first < len(data):
-            self._buf[:len(data) - first] = data[first:]
+            self._buf[: len(data) - first] = data[first:]
         self._write_pos += len(data)
 
     def read_into(self, out: np.ndarray) -> tuple[int, int]:
@@ -85,9 +85,9 @@ class RingBuffer:
             n = min(len(out), self._write_pos - self._read_pos)
             start = before % self.capacity
             first = min(n, self.capacity - start)
-            out[:first] = self._buf[start:start + first]
+            out[:first] = self._buf[start : start + first]
             if first < n:
-                out[first:n] = self._buf[:n - first]
+                out[first:n] = self._buf[: n - first]
             self._read_pos += n
             if n:
                 self._space.notify()

@@ -122,8 +122,14 @@ def make_sink(settings, sample_rate: int):
     play = settings.play if settings.play is not None else settings.output is None
     sinks = []
     if play:
-        sinks.append(Player(sample_rate, device=settings.device, blocksize=settings.blocksize,
-                            capacity_seconds=settings.max_audio_ahead))
+        sinks.append(
+            Player(
+                sample_rate,
+                device=settings.device,
+                blocksize=settings.blocksize,
+                capacity_seconds=settings.max_audio_ahead,
+            )
+        )
     if settings.output is not None:
         try:
             sinks.append(WavSink(settings.output, sample_rate))

@@ -61,9 +61,13 @@ class SpeechModel(Protocol):
 
     sample_rate: int
 
-    def synthesize(self, text: str, cancel: CancelToken | None = None,
-                   voice: str | None = None, speed: float | None = None,
-                   ) -> Iterator[np.ndarray]: ...
+    def synthesize(
+        self,
+        text: str,
+        cancel: CancelToken | None = None,
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> Iterator[np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -132,8 +136,9 @@ class Outbox:
         self._ready.set()
 
     def drop(self, request_id: str) -> None:
-        kept = [m for m in self._items
-                if not (isinstance(m, OutAudio) and m.request_id == request_id)]
+        kept = [
+            m for m in self._items if not (isinstance(m, OutAudio) and m.request_id == request_id)
+        ]
         self._items = deque(kept)
         self._audio = sum(isinstance(m, OutAudio) for m in kept)
         self._space.set()
@@ -182,8 +187,15 @@ class Job:
         self.on_finish(self)
 
     def complete(self, frames: int, samples: int) -> None:
-        self._finish(p.control(p.SENTENCE_DONE, request_id=self.request_id, frames=frames,
-                               samples=samples, cancelled=False))
+        self._finish(
+            p.control(
+                p.SENTENCE_DONE,
+                request_id=self.request_id,
+                frames=frames,
+                samples=samples,
+                cancelled=False,
+            )
+        )
 
     def fail(self, code: str, message: str) -> None:
         self._finish(p.control(p.ERROR, code=code, message=message, request_id=self.request_id))
@@ -192,8 +204,11 @@ class Job:
         if self.finished:
             return
         self.outbox.drop(self.request_id)
-        self._finish(p.control(p.SENTENCE_DONE, request_id=self.request_id, frames=0,
-                               samples=0, cancelled=True))
+        self._finish(
+            p.control(
+                p.SENTENCE_DONE, request_id=self.request_id, frames=0, samples=0, cancelled=True
+            )
+        )
 
 
 def split_sentences(text: str) -> list[str]:
@@ -226,14 +241,17 @@ class Engine:
 
     def submit(self, job: Job) -> None:
         if self.load_error is not None:
-            raise p.ProtocolError(p.SYNTHESIS_FAILED, f"the model failed to load: "
-                                  f"{self.load_error}", job.request_id)
+            raise p.ProtocolError(
+                p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}", job.request_id
+            )
         try:
             self._jobs.put_nowait(job)
         except queue.Full:
             raise p.ProtocolError(
-                p.OVERLOADED, f"the server's queue of {self.limits.max_queue} jobs is full; "
-                "retry later", job.request_id) from None
+                p.OVERLOADED,
+                f"the server's queue of {self.limits.max_queue} jobs is full; retry later",
+                job.request_id,
+            ) from None
 
     def _main(self) -> None:
         try:
@@ -259,8 +277,9 @@ class Engine:
                 job = self._jobs.get_nowait()
             except queue.Empty:
                 return
-            self._on_loop(job.fail, p.SYNTHESIS_FAILED, f"the model failed to load: "
-                                                         f"{self.load_error}")
+            self._on_loop(
+                job.fail, p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}"
+            )
 
     def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         assert self._loop is not None
@@ -280,9 +299,12 @@ class Engine:
             return future.result(timeout=self.limits.stall_timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            self._on_loop(job.fail, p.SLOW_CONSUMER,
-                          f"the client read no audio for {self.limits.stall_timeout:g} s; "
-                          "the request was dropped")
+            self._on_loop(
+                job.fail,
+                p.SLOW_CONSUMER,
+                f"the client read no audio for {self.limits.stall_timeout:g} s; "
+                "the request was dropped",
+            )
             return False
         except concurrent.futures.CancelledError:
             return False
@@ -293,12 +315,13 @@ class Engine:
         frames = samples = 0
         try:
             for piece in split_sentences(job.text):
-                for audio in self.model.synthesize(piece, job.cancel, voice=job.voice,
-                                                   speed=job.speed):
+                for audio in self.model.synthesize(
+                    piece, job.cancel, voice=job.voice, speed=job.speed
+                ):
                     for start in range(0, len(audio), step):
                         if job.cancel.cancelled:
                             return
-                        pcm = p.to_pcm16(audio[start:start + step])
+                        pcm = p.to_pcm16(audio[start : start + step])
                         frame = p.encode_audio_frame(job.request_id, frames, pcm)
                         if not self._wait_for(job, job.outbox.put_audio(job, frame)):
                             return
@@ -314,36 +337,47 @@ class Engine:
         self._on_loop(job.complete, frames, samples)
 
 
-def parse_speak(message: dict[str, Any], limits: Limits) -> tuple[str, str, str | None,
-                                                                   float | None]:
+def parse_speak(
+    message: dict[str, Any], limits: Limits
+) -> tuple[str, str, str | None, float | None]:
     """(request_id, text, voice, speed) of a speak message, validated."""
     request_id = message.get("request_id")
-    if (not isinstance(request_id, str) or not request_id
-            or len(request_id.encode("utf-8")) > p.MAX_REQUEST_ID_BYTES):
-        raise p.ProtocolError(p.BAD_REQUEST, "speak needs a request_id string of 1 to "
-                              f"{p.MAX_REQUEST_ID_BYTES} bytes")
+    if (
+        not isinstance(request_id, str)
+        or not request_id
+        or len(request_id.encode("utf-8")) > p.MAX_REQUEST_ID_BYTES
+    ):
+        raise p.ProtocolError(
+            p.BAD_REQUEST, f"speak needs a request_id string of 1 to {p.MAX_REQUEST_ID_BYTES} bytes"
+        )
     text = message.get("text")
     if not isinstance(text, str) or not text.strip():
         raise p.ProtocolError(p.BAD_REQUEST, "speak needs a non-empty text", request_id)
     if len(text) > limits.max_text_chars:
-        raise p.ProtocolError(p.TEXT_TOO_LONG, f"text has {len(text)} characters; the limit "
-                              f"is {limits.max_text_chars}: send one sentence per speak",
-                              request_id)
+        raise p.ProtocolError(
+            p.TEXT_TOO_LONG,
+            f"text has {len(text)} characters; the limit "
+            f"is {limits.max_text_chars}: send one sentence per speak",
+            request_id,
+        )
     voice = message.get("voice")
     if voice is not None:
         if not isinstance(voice, str) or len(voice) > MAX_VOICE_CHARS:
-            raise p.ProtocolError(p.BAD_REQUEST, "voice must be a voice name or blend",
-                                  request_id)
+            raise p.ProtocolError(p.BAD_REQUEST, "voice must be a voice name or blend", request_id)
         try:
             VoiceSpec.parse(voice)
         except VoiceCliError as exc:
             raise p.ProtocolError(p.BAD_REQUEST, str(exc), request_id) from None
     speed = message.get("speed")
     if speed is not None:
-        if (isinstance(speed, bool) or not isinstance(speed, int | float)
-                or not MIN_SPEED <= speed <= MAX_SPEED):
-            raise p.ProtocolError(p.BAD_REQUEST, f"speed must be a number from {MIN_SPEED} "
-                                  f"to {MAX_SPEED}", request_id)
+        if (
+            isinstance(speed, bool)
+            or not isinstance(speed, int | float)
+            or not MIN_SPEED <= speed <= MAX_SPEED
+        ):
+            raise p.ProtocolError(
+                p.BAD_REQUEST, f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}", request_id
+            )
         speed = float(speed)
     return request_id, text, voice, speed
 
@@ -373,8 +407,11 @@ class Session:
                 try:
                     self._handle(p.decode_client_message(data))
                 except p.ProtocolError as exc:
-                    self.outbox.put_control(p.control(
-                        p.ERROR, code=exc.code, message=exc.message, request_id=exc.request_id))
+                    self.outbox.put_control(
+                        p.control(
+                            p.ERROR, code=exc.code, message=exc.message, request_id=exc.request_id
+                        )
+                    )
         finally:
             for job in list(self.pending.values()):
                 job.cancel_now()
@@ -401,20 +438,28 @@ class Session:
             self.ended = True
             self._maybe_done()
         else:
-            raise p.ProtocolError(p.UNKNOWN_TYPE, f"unknown message type {kind!r}; a client "
-                                  f"sends {', '.join(p.CLIENT_TYPES)}")
+            raise p.ProtocolError(
+                p.UNKNOWN_TYPE,
+                f"unknown message type {kind!r}; a client sends {', '.join(p.CLIENT_TYPES)}",
+            )
 
     def _speak(self, message: dict[str, Any]) -> None:
         request_id, text, voice, speed = parse_speak(message, self.limits)
         if self.ended:
             raise p.ProtocolError(p.BAD_REQUEST, "speak after end", request_id)
         if request_id in self.pending:
-            raise p.ProtocolError(p.BAD_REQUEST, f"request {request_id!r} is still running; "
-                                  "use a new request_id", request_id)
+            raise p.ProtocolError(
+                p.BAD_REQUEST,
+                f"request {request_id!r} is still running; use a new request_id",
+                request_id,
+            )
         if len(self.pending) >= self.limits.max_pending_per_session:
             raise p.ProtocolError(
-                p.OVERLOADED, f"this session already has {len(self.pending)} unanswered speak "
-                "requests; wait for sentence_done before sending more", request_id)
+                p.OVERLOADED,
+                f"this session already has {len(self.pending)} unanswered speak "
+                "requests; wait for sentence_done before sending more",
+                request_id,
+            )
         job = Job(request_id, text, voice, speed, self.outbox, self._finished)
         self.engine.submit(job)
         self.pending[request_id] = job
@@ -463,8 +508,10 @@ def _error_response(status: int, code: str, message: str) -> JSONResponse:
 _HTTP_STATUS = {p.OVERLOADED: 429, p.TEXT_TOO_LONG: 413, p.SYNTHESIS_FAILED: 500}
 
 
-def create_app(synth_factory: Callable[[], SpeechModel], limits: Limits | None = None,
-               ) -> Starlette:
+def create_app(
+    synth_factory: Callable[[], SpeechModel],
+    limits: Limits | None = None,
+) -> Starlette:
     """The ASGI app. ``synth_factory`` runs in a thread at startup; /ping says 503 until
     it returns."""
     engine = Engine(synth_factory, limits or Limits())
@@ -509,8 +556,9 @@ def create_app(synth_factory: Callable[[], SpeechModel], limits: Limits | None =
         finally:
             job.cancel_now()  # a client that hung up stops the synthesis
         if item is not None and item["type"] == p.ERROR:
-            return _error_response(_HTTP_STATUS.get(item["code"], 400), item["code"],
-                                   item["message"])
+            return _error_response(
+                _HTTP_STATUS.get(item["code"], 400), item["code"], item["message"]
+            )
         if "audio/pcm" in accept or "audio/l16" in accept.lower():
             return Response(bytes(pcm), media_type=f"audio/pcm;rate={p.SAMPLE_RATE}")
         return Response(wav_bytes(bytes(pcm), p.SAMPLE_RATE), media_type="audio/wav")
@@ -518,11 +566,14 @@ def create_app(synth_factory: Callable[[], SpeechModel], limits: Limits | None =
     async def websocket(ws: WebSocket) -> None:
         await Session(ws, engine).run()
 
-    app = Starlette(routes=[
-        Route("/ping", ping, methods=["GET"]),
-        Route("/invocations", invocations, methods=["POST"]),
-        WebSocketRoute(WS_PATH, websocket),
-    ], lifespan=lifespan)
+    app = Starlette(
+        routes=[
+            Route("/ping", ping, methods=["GET"]),
+            Route("/invocations", invocations, methods=["POST"]),
+            WebSocketRoute(WS_PATH, websocket),
+        ],
+        lifespan=lifespan,
+    )
     app.state.engine = engine
     return app
 

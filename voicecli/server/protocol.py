@@ -113,8 +113,7 @@ def encode_audio_frame(request_id: str, seq: int, pcm: bytes) -> bytes:
     rid = request_id.encode("utf-8")
     if len(rid) > MAX_REQUEST_ID_BYTES:
         raise ValueError(f"request id longer than {MAX_REQUEST_ID_BYTES} bytes")
-    return (_HEADER.pack(MAGIC, VERSION, KIND_AUDIO) + bytes([len(rid)]) + rid
-            + _SEQ.pack(seq) + pcm)
+    return _HEADER.pack(MAGIC, VERSION, KIND_AUDIO) + bytes([len(rid)]) + rid + _SEQ.pack(seq) + pcm
 
 
 def _parse_json(data: str | bytes) -> dict[str, Any]:
@@ -128,8 +127,10 @@ def _parse_json(data: str | bytes) -> dict[str, Any]:
         raise ProtocolError(BAD_REQUEST, 'control message has no "type" string')
     version = message.get("v", VERSION)
     if version != VERSION:
-        raise ProtocolError(BAD_VERSION, f"protocol version {version!r} is not supported; "
-                                         f"this server speaks version {VERSION}")
+        raise ProtocolError(
+            BAD_VERSION,
+            f"protocol version {version!r} is not supported; this server speaks version {VERSION}",
+        )
     return message
 
 
@@ -139,9 +140,11 @@ def _split_header(data: bytes) -> tuple[int, bytes] | None:
         return None
     _, version, kind = _HEADER.unpack_from(data)
     if version != VERSION:
-        raise ProtocolError(BAD_VERSION, f"frame version {version} is not supported; "
-                                         f"this side speaks version {VERSION}")
-    return kind, data[_HEADER.size:]
+        raise ProtocolError(
+            BAD_VERSION,
+            f"frame version {version} is not supported; this side speaks version {VERSION}",
+        )
+    return kind, data[_HEADER.size :]
 
 
 def decode_client_message(data: str | bytes) -> dict[str, Any]:
@@ -178,11 +181,11 @@ def decode_server_frame(data: str | bytes) -> dict[str, Any] | AudioFrame:
     if len(body) < 1 + n + _SEQ.size:
         raise ProtocolError(BAD_FRAME, "audio frame is truncated")
     try:
-        request_id = body[1:1 + n].decode("utf-8")
+        request_id = body[1 : 1 + n].decode("utf-8")
     except UnicodeDecodeError:
         raise ProtocolError(BAD_FRAME, "audio frame request id is not UTF-8") from None
     (seq,) = _SEQ.unpack_from(body, 1 + n)
-    pcm = body[1 + n + _SEQ.size:]
+    pcm = body[1 + n + _SEQ.size :]
     if len(pcm) % 2:
         raise ProtocolError(BAD_FRAME, "audio frame has an odd number of PCM bytes")
     return AudioFrame(request_id, seq, pcm)
@@ -211,8 +214,8 @@ class StreamReassembler:
                 raise ProtocolError(BAD_FRAME, f"stream frame of {size} bytes is too large")
             if len(self._buffer) < _LENGTH.size + size:
                 return
-            frame = bytes(self._buffer[_LENGTH.size:_LENGTH.size + size])
-            del self._buffer[:_LENGTH.size + size]
+            frame = bytes(self._buffer[_LENGTH.size : _LENGTH.size + size])
+            del self._buffer[: _LENGTH.size + size]
             yield frame
 
     @property

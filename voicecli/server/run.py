@@ -26,19 +26,24 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port), reuse_port=False)
     except OSError as exc:
-        raise VoiceCliError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}. "
-                            "Pick another --port or stop the process using it.") from None
+        raise VoiceCliError(
+            f"Cannot listen on {host}:{port}: {exc.strerror or exc}. "
+            "Pick another --port or stop the process using it."
+        ) from None
 
 
-def make_server(synth_factory: Callable[[], SpeechModel], limits: Limits | None = None,
-                log_level: str = "info") -> uvicorn.Server:
+def make_server(
+    synth_factory: Callable[[], SpeechModel], limits: Limits | None = None, log_level: str = "info"
+) -> uvicorn.Server:
     limits = limits or Limits()
     config = uvicorn.Config(
-        create_app(synth_factory, limits), log_level=log_level,
+        create_app(synth_factory, limits),
+        log_level=log_level,
         # Oversized frames are refused by the WebSocket layer (close code 1009).
         ws_max_size=limits.max_message_bytes,
         # SageMaker's sidecar pings every 60 s itself; ours only detects dead peers.
-        ws_ping_interval=30.0, ws_ping_timeout=60.0,
+        ws_ping_interval=30.0,
+        ws_ping_timeout=60.0,
         # PCM hardly compresses; deflate would only spend the CPU the model needs.
         ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
@@ -46,8 +51,13 @@ def make_server(synth_factory: Callable[[], SpeechModel], limits: Limits | None 
     return uvicorn.Server(config)
 
 
-def serve(host: str, port: int, synth_factory: Callable[[], SpeechModel],
-          limits: Limits | None = None, log_level: str = "info") -> None:
+def serve(
+    host: str,
+    port: int,
+    synth_factory: Callable[[], SpeechModel],
+    limits: Limits | None = None,
+    log_level: str = "info",
+) -> None:
     """Serve until interrupted. The model loads in the background: /ping is 503 until then."""
     sock = bind(host, port)
     make_server(synth_factory, limits, log_level).run(sockets=[sock])
@@ -57,16 +67,19 @@ def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
     def load() -> SpeechModel:
         from voicecli.tts.kokoro_local import KokoroSynthesizer
 
-        return KokoroSynthesizer(voice=settings.voice, speed=settings.speed,
-                                 lang=settings.lang, model_dir=settings.model_dir)
+        return KokoroSynthesizer(
+            voice=settings.voice,
+            speed=settings.speed,
+            lang=settings.lang,
+            model_dir=settings.model_dir,
+        )
 
     return load
 
 
 def run_server(settings: Settings, host: str, port: int) -> None:
     """``voicecli serve``: local Kokoro from ``settings`` behind the container app."""
-    serve(host, port, kokoro_factory(settings),
-          log_level="debug" if settings.verbose else "info")
+    serve(host, port, kokoro_factory(settings), log_level="debug" if settings.verbose else "info")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

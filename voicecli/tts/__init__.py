@@ -37,8 +37,9 @@ class AudioChunk:
 class Synthesizer(Protocol):
     sample_rate: int
 
-    def stream(self, sentences: Iterable[Sentence], cancel: CancelToken,
-               timeline: Timeline) -> Iterator[AudioChunk]:
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
         """Yield audio for each sentence, in order, as soon as it exists.
 
         Implementations mark SYNTH_START, SYNTH_FIRST_CHUNK and SYNTH_END on
@@ -58,15 +59,20 @@ def make_synthesizer(settings) -> Synthesizer:
         # With an endpoint name, an http(s) --endpoint-url overrides the AWS runtime URL.
         url = settings.endpoint_url
         return SageMakerSynthesizer(
-            settings.sagemaker_endpoint, region=settings.region, voice=settings.voice,
+            settings.sagemaker_endpoint,
+            region=settings.region,
+            voice=settings.voice,
             speed=settings.speed,
-            endpoint_url=url if url and url.startswith(("http://", "https://")) else None)
+            endpoint_url=url if url and url.startswith(("http://", "https://")) else None,
+        )
     if settings.endpoint_url:
         from voicecli.tts.remote import WebSocketSynthesizer
 
-        return WebSocketSynthesizer(settings.endpoint_url, voice=settings.voice,
-                                    speed=settings.speed)
+        return WebSocketSynthesizer(
+            settings.endpoint_url, voice=settings.voice, speed=settings.speed
+        )
     from voicecli.tts.kokoro_local import KokoroSynthesizer
 
-    return KokoroSynthesizer(voice=settings.voice, speed=settings.speed, lang=settings.lang,
-                             model_dir=settings.model_dir)
+    return KokoroSynthesizer(
+        voice=settings.voice, speed=settings.speed, lang=settings.lang, model_dir=settings.model_dir
+    )

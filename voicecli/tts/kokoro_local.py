@@ -96,15 +96,15 @@ class ModelFiles:
             return path
         if self.voices_dir is None:
             if name not in HUB_VOICES:
-                raise VoiceCliError(
-                    f"Unknown voice {name!r}. Run `voicecli voices` to list them.")
+                raise VoiceCliError(f"Unknown voice {name!r}. Run `voicecli voices` to list them.")
             return _hub_file(f"voices/{name}.pt")
         path = self.voices_dir / f"{name}.pt"
         if not path.is_file():
             have = ", ".join(self.available_voices()) or "none"
             raise VoiceCliError(
                 f"Unknown voice {name!r}: {self.source} has {have}. "
-                "Run `voicecli voices` to list them.")
+                "Run `voicecli voices` to list them."
+            )
         return path
 
 
@@ -139,8 +139,9 @@ def _load_kmodel(config_path: Path, weights: Path, mtime_ns: int, size: int) -> 
     try:
         config = json.loads(files.config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise VoiceCliError(f"Kokoro config {files.config} is unreadable ({exc}). "
-                            f"Restore it from {REPO_ID}.") from None
+        raise VoiceCliError(
+            f"Kokoro config {files.config} is unreadable ({exc}). Restore it from {REPO_ID}."
+        ) from None
     try:
         state = torch.load(files.weights, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # noqa: BLE001 - truncated zip, pickle error, wrong format...
@@ -152,14 +153,16 @@ def _load_kmodel(config_path: Path, weights: Path, mtime_ns: int, size: int) -> 
     if not isinstance(state, dict) or absent:
         raise VoiceCliError(
             f"Kokoro weights {files.weights} lack {', '.join(absent) or 'every module'}: "
-            f"not a complete Kokoro-82M checkpoint. {OFFLINE_HINT}")
+            f"not a complete Kokoro-82M checkpoint. {OFFLINE_HINT}"
+        )
     del state
     try:
         return KModel(repo_id=REPO_ID, config=config, model=str(files.weights)).eval()
     except Exception as exc:  # noqa: BLE001 - shape mismatches surface as RuntimeError
         raise VoiceCliError(
             f"Kokoro weights {files.weights} do not match config {files.config} "
-            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}).") from None
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})."
+        ) from None
 
 
 def load_voice(files: ModelFiles, spec: VoiceSpec) -> Any:
@@ -208,8 +211,14 @@ class KokoroSynthesizer:
     # two CPU cores only slow each other down.
     _lock = threading.Lock()
 
-    def __init__(self, *, voice: str, speed: float = 1.0, lang: str | None = None,
-                 model_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        voice: str,
+        speed: float = 1.0,
+        lang: str | None = None,
+        model_dir: Path | None = None,
+    ) -> None:
         if not 0.5 <= speed <= 2.0:
             raise VoiceCliError(f"Speed {speed} is out of range: use 0.5 to 2.0.")
         self.spec = VoiceSpec.parse(voice)
@@ -217,7 +226,8 @@ class KokoroSynthesizer:
         self.lang = (lang or self.spec.lang_code).lower()
         if self.lang not in LANGUAGES:
             raise VoiceCliError(
-                f"Unknown language {self.lang!r}: use one of {', '.join(LANGUAGES)}.")
+                f"Unknown language {self.lang!r}: use one of {', '.join(LANGUAGES)}."
+            )
         if self.lang not in INSTALLED_LANGS:
             log.warning("language %s needs misaki extras beyond English", self.lang)
         self.files = ModelFiles.resolve(model_dir)
@@ -231,8 +241,13 @@ class KokoroSynthesizer:
         self.voice = load_voice(self.files, spec)
         self.spec = spec
 
-    def synthesize(self, text: str, cancel: CancelToken | None = None,
-                   voice: str | None = None, speed: float | None = None) -> Iterator[np.ndarray]:
+    def synthesize(
+        self,
+        text: str,
+        cancel: CancelToken | None = None,
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> Iterator[np.ndarray]:
         """Audio chunks for one piece of text, stopping at the next chunk after cancel.
 
         ``voice`` (a spec such as ``af_heart+am_adam``) and ``speed`` override the
@@ -245,8 +260,9 @@ class KokoroSynthesizer:
                 self._voice_packs[voice] = load_voice(self.files, VoiceSpec.parse(voice))
             pack = self._voice_packs[voice]
         with self._lock:
-            results = self.pipeline(text, voice=pack, speed=self.speed if speed is None else speed,
-                                    split_pattern=None)
+            results = self.pipeline(
+                text, voice=pack, speed=self.speed if speed is None else speed, split_pattern=None
+            )
             try:
                 for result in results:
                     if cancel is not None and cancel.cancelled:
@@ -258,8 +274,9 @@ class KokoroSynthesizer:
             finally:
                 results.close()
 
-    def stream(self, sentences: Iterable[Sentence], cancel: CancelToken,
-               timeline: Timeline) -> Iterator[AudioChunk]:
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
         for sentence in sentences:
             if cancel.cancelled:
                 return

@@ -291,15 +291,20 @@ class _Converter:
         _, b, _, b_zp = node.input
         if b not in self.graph.inits:
             return
-        w = _dequantize(self.graph.init(b), self.graph.output_weight_scale(node),
-                        self.graph.init(b_zp), axis=1)
+        w = _dequantize(
+            self.graph.init(b), self.graph.output_weight_scale(node), self.graph.init(b_zp), axis=1
+        )
         # ONNX computes x @ B with B [in, out]; torch Linear stores [out, in].
         self.put_weight(self.modules.resolve(node.name), w.T, b)
 
     def _conv_integer(self, node) -> None:
         _, w_name, _, w_zp = node.input
-        w = _dequantize(self.graph.init(w_name), self.graph.output_weight_scale(node),
-                        self.graph.init(w_zp), axis=0)
+        w = _dequantize(
+            self.graph.init(w_name),
+            self.graph.output_weight_scale(node),
+            self.graph.init(w_zp),
+            axis=0,
+        )
         self.put_weight(self.modules.resolve(node.name), w, w_name)
 
     def _float_conv(self, node) -> None:
@@ -329,8 +334,12 @@ class _Converter:
         if deq.op_type != "DequantizeLinear":
             raise ValueError(f"{node.name}: expected DequantizeLinear, got {deq.op_type}")
         axis = self.graph.attrs(deq).get("axis", 1)
-        w = _dequantize(self.graph.init(table), self.graph.init(deq.input[1]),
-                        self.graph.init(deq.input[2]), axis=axis)
+        w = _dequantize(
+            self.graph.init(table),
+            self.graph.init(deq.input[1]),
+            self.graph.init(deq.input[2]),
+            axis=axis,
+        )
         self.put_weight(self.modules.resolve(node.name), w, table)
 
     def _lstm(self, node) -> None:
@@ -364,7 +373,7 @@ class _Converter:
                 continue
             for onnx_prefix, torch_prefix in _WRAPPER_PREFIXES:
                 if name.startswith(onnx_prefix):
-                    key = torch_prefix + name[len(onnx_prefix):]
+                    key = torch_prefix + name[len(onnx_prefix) :]
                     if key in self.target:
                         self.put(key, value.reshape(self.target[key]), name)
                     break

@@ -35,13 +35,17 @@ def explain_error(message: dict[str, Any], where: str) -> str:
     code = message.get("code", "?")
     text = message.get("message", "")
     if code == p.OVERLOADED:
-        return (f"The speech server at {where} is overloaded ({text}). Retry later, or add "
-                "instances to the endpoint.")
+        return (
+            f"The speech server at {where} is overloaded ({text}). Retry later, or add "
+            "instances to the endpoint."
+        )
     if code == p.TEXT_TOO_LONG:
         return f"The speech server at {where} refused a sentence as too long: {text}."
     if code in (p.BAD_VERSION, p.UNKNOWN_TYPE, p.BAD_FRAME, p.BAD_JSON):
-        return (f"The speech server at {where} does not understand this client ({code}: "
-                f"{text}). Use the same voicecli version on both sides.")
+        return (
+            f"The speech server at {where} does not understand this client ({code}: "
+            f"{text}). Use the same voicecli version on both sides."
+        )
     return f"The speech server at {where} failed: {text} ({code})."
 
 
@@ -51,8 +55,9 @@ class TurnState:
     Shared by every transport that carries voicecli's protocol.
     """
 
-    def __init__(self, timeline: Timeline, where: str,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
+    def __init__(
+        self, timeline: Timeline, where: str, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    ) -> None:
         self.timeline = timeline
         self.where = where
         self._prefix = uuid.uuid4().hex[:8]
@@ -76,8 +81,12 @@ class TurnState:
             return False
         return True
 
-    def speak(self, sentence: Sentence, voice: str | None, speed: float | None,
-              ) -> dict[str, Any]:
+    def speak(
+        self,
+        sentence: Sentence,
+        voice: str | None,
+        speed: float | None,
+    ) -> dict[str, Any]:
         """The speak message for ``sentence``; marks SYNTH_START as it is about to go out."""
         request_id = f"{self._prefix}-{sentence.index}"
         with self._lock:
@@ -90,8 +99,13 @@ class TurnState:
             fields["speed"] = speed
         return p.control(p.SPEAK, **fields)
 
-    def requests(self, sentences: Iterable[Sentence], cancel: CancelToken,
-                 voice: str | None, speed: float | None) -> Iterator[dict[str, Any]]:
+    def requests(
+        self,
+        sentences: Iterable[Sentence],
+        cancel: CancelToken,
+        voice: str | None,
+        speed: float | None,
+    ) -> Iterator[dict[str, Any]]:
         """The speak message for each sentence with words, as soon as a slot is free.
 
         Stops early once ``cancel`` fires; callers check it before sending ``end``.
@@ -139,8 +153,10 @@ class TurnState:
 def websocket_url(endpoint_url: str) -> str:
     parts = urlsplit(endpoint_url)
     if parts.scheme not in ("ws", "wss") or not parts.netloc:
-        raise VoiceCliError(f"Endpoint URL {endpoint_url!r} is not a WebSocket URL: use "
-                            "ws://HOST:PORT (for example ws://127.0.0.1:8080).")
+        raise VoiceCliError(
+            f"Endpoint URL {endpoint_url!r} is not a WebSocket URL: use "
+            "ws://HOST:PORT (for example ws://127.0.0.1:8080)."
+        )
     path = parts.path if parts.path not in ("", "/") else WS_PATH
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
@@ -150,10 +166,16 @@ class WebSocketSynthesizer:
 
     sample_rate = p.SAMPLE_RATE
 
-    def __init__(self, endpoint_url: str, voice: str | None = None,
-                 speed: float | None = None, *, open_timeout: float = 10.0,
-                 read_timeout: float = 60.0,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
+    def __init__(
+        self,
+        endpoint_url: str,
+        voice: str | None = None,
+        speed: float | None = None,
+        *,
+        open_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    ) -> None:
         self.url = websocket_url(endpoint_url)
         self.voice = voice
         self.speed = speed
@@ -166,15 +188,22 @@ class WebSocketSynthesizer:
         from websockets.sync.client import connect
 
         try:
-            return connect(self.url, open_timeout=self.open_timeout, max_size=4 << 20,
-                           compression=None, proxy=None)
+            return connect(
+                self.url,
+                open_timeout=self.open_timeout,
+                max_size=4 << 20,
+                compression=None,
+                proxy=None,
+            )
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             raise VoiceCliError(
                 f"Cannot open the speech stream at {self.url}: {exc}. Is `voicecli serve` "
-                "running there? Check --endpoint-url.") from None
+                "running there? Check --endpoint-url."
+            ) from None
 
-    def stream(self, sentences: Iterable[Sentence], cancel: CancelToken,
-               timeline: Timeline) -> Iterator[AudioChunk]:
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
         from websockets.exceptions import ConnectionClosed
 
         if cancel.cancelled:
@@ -228,14 +257,15 @@ class WebSocketSynthesizer:
                         if failure:
                             raise failure[0] from None
                         raise VoiceCliError(
-                            f"The speech server at {self.url} closed the connection "
-                            f"({exc}).") from None
+                            f"The speech server at {self.url} closed the connection ({exc})."
+                        ) from None
                     quiet_since = time.monotonic()
                     try:
                         message = p.decode_server_frame(data)
                     except p.ProtocolError as exc:
-                        raise VoiceCliError(explain_error(
-                            {"code": exc.code, "message": exc.message}, self.url)) from None
+                        raise VoiceCliError(
+                            explain_error({"code": exc.code, "message": exc.message}, self.url)
+                        ) from None
                     chunk = turn.handle(message)
                     if chunk is not None and not cancel.cancelled:
                         yield chunk

@@ -65,13 +65,18 @@ def explain_aws_error(exc: BaseException, endpoint: str, region: str | None) -> 
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return VoiceCliError(
             "No AWS credentials found. Run `aws configure` (or `aws sso login`), or set "
-            "AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.")
+            "AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."
+        )
     if isinstance(exc, NoRegionError):
-        return VoiceCliError("No AWS region is set for the SageMaker endpoint. Pass --region, "
-                             "or set AWS_REGION, or add a region to your AWS profile.")
+        return VoiceCliError(
+            "No AWS region is set for the SageMaker endpoint. Pass --region, "
+            "or set AWS_REGION, or add a region to your AWS profile."
+        )
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
-        return VoiceCliError(f"Cannot reach the SageMaker runtime for {where}: {exc}. "
-                             "Check the network and the region.")
+        return VoiceCliError(
+            f"Cannot reach the SageMaker runtime for {where}: {exc}. "
+            "Check the network and the region."
+        )
     if isinstance(exc, ReadTimeoutError):
         return VoiceCliError(f"The {where} stopped answering: {exc}. It may be overloaded.")
     if isinstance(exc, ClientError):
@@ -81,25 +86,37 @@ def explain_aws_error(exc: BaseException, endpoint: str, region: str | None) -> 
         if code == "ValidationError" and "not found" in message.lower():
             return VoiceCliError(
                 f"The {where} does not exist ({message}). Check --sagemaker-endpoint and "
-                "--region; `aws sagemaker list-endpoints` lists yours.")
+                "--region; `aws sagemaker list-endpoints` lists yours."
+            )
         if code in ("ThrottlingException", "Throttling", "TooManyRequestsException"):
-            return VoiceCliError(f"The {where} is throttling requests ({message}). Retry "
-                                 "later, or raise the endpoint's instance count.")
+            return VoiceCliError(
+                f"The {where} is throttling requests ({message}). Retry "
+                "later, or raise the endpoint's instance count."
+            )
         if code == "ModelStreamError":
             return VoiceCliError(
                 f"The model behind the {where} failed mid-stream ({message}). Check the "
-                "endpoint's CloudWatch logs; retry the request.")
+                "endpoint's CloudWatch logs; retry the request."
+            )
         if code == "InternalStreamFailure":
-            return VoiceCliError(f"SageMaker broke the stream from the {where} ({message}). "
-                                 "Retry the request.")
+            return VoiceCliError(
+                f"SageMaker broke the stream from the {where} ({message}). Retry the request."
+            )
         if code == "ModelError":
-            return VoiceCliError(f"The container behind the {where} rejected the request: "
-                                 f"{message}.")
-        if code in ("AccessDeniedException", "UnrecognizedClientException",
-                    "InvalidSignatureException", "ExpiredTokenException"):
-            return VoiceCliError(f"AWS refused access to the {where} ({code}: {message}). "
-                                 "Check your credentials and the sagemaker:InvokeEndpoint* "
-                                 "permissions.")
+            return VoiceCliError(
+                f"The container behind the {where} rejected the request: {message}."
+            )
+        if code in (
+            "AccessDeniedException",
+            "UnrecognizedClientException",
+            "InvalidSignatureException",
+            "ExpiredTokenException",
+        ):
+            return VoiceCliError(
+                f"AWS refused access to the {where} ({code}: {message}). "
+                "Check your credentials and the sagemaker:InvokeEndpoint* "
+                "permissions."
+            )
         return VoiceCliError(f"The {where} failed: {code or type(exc).__name__}: {message}.")
     return VoiceCliError(f"The {where} failed: {type(exc).__name__}: {exc}.")
 
@@ -109,11 +126,19 @@ class SageMakerSynthesizer:
 
     sample_rate = p.SAMPLE_RATE
 
-    def __init__(self, endpoint_name: str, region: str | None = None,
-                 voice: str | None = None, speed: float | None = None, *,
-                 endpoint_url: str | None = None, bidirectional: bool | None = None,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, max_attempts: int = 3,
-                 read_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        endpoint_name: str,
+        region: str | None = None,
+        voice: str | None = None,
+        speed: float | None = None,
+        *,
+        endpoint_url: str | None = None,
+        bidirectional: bool | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_attempts: int = 3,
+        read_timeout: float = 60.0,
+    ) -> None:
         """``endpoint_url`` overrides the runtime's URL (tests, VPC endpoints).
         ``bidirectional`` None: use the bidirectional API where it is installed."""
         self.endpoint_name = endpoint_name
@@ -124,27 +149,35 @@ class SageMakerSynthesizer:
         if self.bidirectional and not bidi_available():
             raise VoiceCliError(
                 "The bidirectional SageMaker API needs Python 3.12+ and "
-                "`pip install aws-sdk-sagemaker-runtime-http2`.")
+                "`pip install aws-sdk-sagemaker-runtime-http2`."
+            )
         try:
             import boto3
             from botocore.config import Config
         except ImportError:
-            raise VoiceCliError("SageMaker endpoints need boto3: "
-                                "pip install 'voicecli[sagemaker]'.") from None
+            raise VoiceCliError(
+                "SageMaker endpoints need boto3: pip install 'voicecli[sagemaker]'."
+            ) from None
         try:
             self._session = boto3.Session(region_name=region)
             self.region = self._session.region_name
             self._client = self._session.client(
-                "sagemaker-runtime", endpoint_url=endpoint_url,
-                config=Config(retries={"mode": "standard", "max_attempts": max_attempts},
-                              read_timeout=read_timeout, connect_timeout=10,
-                              max_pool_connections=max(10, max_in_flight * 2)))
+                "sagemaker-runtime",
+                endpoint_url=endpoint_url,
+                config=Config(
+                    retries={"mode": "standard", "max_attempts": max_attempts},
+                    read_timeout=read_timeout,
+                    connect_timeout=10,
+                    max_pool_connections=max(10, max_in_flight * 2),
+                ),
+            )
         except Exception as exc:  # noqa: BLE001 - NoRegionError, bad profile, ...
             raise explain_aws_error(exc, endpoint_name, region) from None
         self.where = f"SageMaker endpoint {endpoint_name!r} ({self.region})"
 
-    def stream(self, sentences: Iterable[Sentence], cancel: CancelToken,
-               timeline: Timeline) -> Iterator[AudioChunk]:
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
         if cancel.cancelled:
             return
         if self.bidirectional:
@@ -154,8 +187,9 @@ class SageMakerSynthesizer:
 
     # -- InvokeEndpointWithResponseStream -------------------------------------------------
 
-    def _response_streams(self, sentences: Iterable[Sentence], cancel: CancelToken,
-                          timeline: Timeline) -> Iterator[AudioChunk]:
+    def _response_streams(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
         turn = TurnState(timeline, self.where, self.max_in_flight)
         # One reply queue per sentence, in sentence order; each is filled by its request.
         order: queue.Queue[Any] = queue.Queue()
@@ -171,8 +205,11 @@ class SageMakerSynthesizer:
         def request(message: dict[str, Any], replies: queue.Queue[Any]) -> None:
             try:
                 response = self._client.invoke_endpoint_with_response_stream(
-                    EndpointName=self.endpoint_name, Body=json.dumps(message).encode("utf-8"),
-                    ContentType="application/json", Accept=p.STREAM_MEDIA_TYPE)
+                    EndpointName=self.endpoint_name,
+                    Body=json.dumps(message).encode("utf-8"),
+                    ContentType="application/json",
+                    Accept=p.STREAM_MEDIA_TYPE,
+                )
                 body = response["Body"]
                 with bodies_lock:
                     bodies.append(body)
@@ -183,17 +220,23 @@ class SageMakerSynthesizer:
                 replies.put(_END)
             except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
                 if not cancel.cancelled:
-                    replies.put(explain_aws_error(exc, self.endpoint_name, self.region)
-                                if not isinstance(exc, p.ProtocolError) else VoiceCliError(
-                                    f"The {self.where} sent a malformed stream: {exc}."))
+                    replies.put(
+                        explain_aws_error(exc, self.endpoint_name, self.region)
+                        if not isinstance(exc, p.ProtocolError)
+                        else VoiceCliError(f"The {self.where} sent a malformed stream: {exc}.")
+                    )
 
         def send_all() -> None:
             try:
                 for message in turn.requests(sentences, cancel, self.voice, self.speed):
                     replies: queue.Queue[Any] = queue.Queue()
                     order.put(replies)
-                    threading.Thread(target=request, args=(message, replies), daemon=True,
-                                     name="voicecli-sagemaker-request").start()
+                    threading.Thread(
+                        target=request,
+                        args=(message, replies),
+                        daemon=True,
+                        name="voicecli-sagemaker-request",
+                    ).start()
                 if not cancel.cancelled:
                     order.put(_END)
             except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed
@@ -232,11 +275,14 @@ def read_response_stream(body: Iterable[dict[str, Any]]) -> Iterator[bytes]:
 
             code = "ModelStreamError" if "ModelStreamError" in event else "InternalStreamFailure"
             detail = event[code]
-            raise ClientError({"Error": {"Code": code, "Message": detail.get("Message", "")}},
-                              "InvokeEndpointWithResponseStream")
+            raise ClientError(
+                {"Error": {"Code": code, "Message": detail.get("Message", "")}},
+                "InvokeEndpointWithResponseStream",
+            )
     if frames.pending:
-        raise p.ProtocolError(p.BAD_FRAME, f"the stream ended inside a frame "
-                                           f"({frames.pending} bytes left over)")
+        raise p.ProtocolError(
+            p.BAD_FRAME, f"the stream ended inside a frame ({frames.pending} bytes left over)"
+        )
 
 
 def _get(q: queue.Queue[Any], cancel: CancelToken) -> Any:
@@ -256,8 +302,9 @@ class _BidiTurn:
     messages are the same as over ``--endpoint-url ws://...``.
     """
 
-    def __init__(self, synth: SageMakerSynthesizer, cancel: CancelToken,
-                 timeline: Timeline) -> None:
+    def __init__(
+        self, synth: SageMakerSynthesizer, cancel: CancelToken, timeline: Timeline
+    ) -> None:
         self.synth = synth
         self.cancel = cancel
         self.turn = TurnState(timeline, synth.where)
@@ -273,18 +320,23 @@ class _BidiTurn:
         if credentials is None:
             from botocore.exceptions import NoCredentialsError
 
-            raise explain_aws_error(NoCredentialsError(), self.synth.endpoint_name,
-                                    self.synth.region)
+            raise explain_aws_error(
+                NoCredentialsError(), self.synth.endpoint_name, self.synth.region
+            )
         frozen = credentials.get_frozen_credentials()
         region = self.synth.region
-        return SageMakerRuntimeHTTP2Client(config=Config(
-            endpoint_uri=f"https://runtime.sagemaker.{region}.amazonaws.com:8443",
-            region=region,
-            aws_credentials_identity_resolver=StaticCredentialsResolver(),
-            aws_access_key_id=frozen.access_key, aws_secret_access_key=frozen.secret_key,
-            aws_session_token=frozen.token,
-            auth_scheme_resolver=HTTPAuthSchemeResolver(),
-            auth_schemes={"aws.auth#sigv4": SigV4AuthScheme(service="sagemaker")}))
+        return SageMakerRuntimeHTTP2Client(
+            config=Config(
+                endpoint_uri=f"https://runtime.sagemaker.{region}.amazonaws.com:8443",
+                region=region,
+                aws_credentials_identity_resolver=StaticCredentialsResolver(),
+                aws_access_key_id=frozen.access_key,
+                aws_secret_access_key=frozen.secret_key,
+                aws_session_token=frozen.token,
+                auth_scheme_resolver=HTTPAuthSchemeResolver(),
+                auth_schemes={"aws.auth#sigv4": SigV4AuthScheme(service="sagemaker")},
+            )
+        )
 
     async def _session(self, outgoing: asyncio.Queue[dict[str, Any] | None]) -> None:
         from aws_sdk_sagemaker_runtime_http2.models import (
@@ -295,13 +347,17 @@ class _BidiTurn:
         )
 
         stream = await self._client().invoke_endpoint_with_bidirectional_stream(
-            InvokeEndpointWithBidirectionalStreamInput(endpoint_name=self.synth.endpoint_name))
+            InvokeEndpointWithBidirectionalStreamInput(endpoint_name=self.synth.endpoint_name)
+        )
         _, receiver = await stream.await_output()
 
         async def send() -> None:
             while (message := await outgoing.get()) is not None:
-                part = RequestPayloadPart(bytes_=p.encode_json(message).encode("utf-8"),
-                                          data_type="UTF8", completion_state="COMPLETE")
+                part = RequestPayloadPart(
+                    bytes_=p.encode_json(message).encode("utf-8"),
+                    data_type="UTF8",
+                    completion_state="COMPLETE",
+                )
                 await stream.input_stream.send(RequestStreamEventPayloadPart(value=part))
 
         sender = asyncio.create_task(send())
@@ -329,15 +385,17 @@ class _BidiTurn:
                 loop.run_until_complete(self._session(outgoing))
                 self.replies.put(_END)
             except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
-                self.replies.put(explain_aws_error(exc, self.synth.endpoint_name,
-                                                   self.synth.region))
+                self.replies.put(
+                    explain_aws_error(exc, self.synth.endpoint_name, self.synth.region)
+                )
             finally:
                 loop.close()
 
         def send_all() -> None:
             try:
-                for message in self.turn.requests(sentences, self.cancel, self.synth.voice,
-                                                  self.synth.speed):
+                for message in self.turn.requests(
+                    sentences, self.cancel, self.synth.voice, self.synth.speed
+                ):
                     put(message)
                 if not self.cancel.cancelled:
                     put(p.control(p.END))

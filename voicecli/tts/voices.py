@@ -20,8 +20,8 @@ LANGUAGES = {
 
 CATALOGUE = {
     "a": "af_heart af_alloy af_aoede af_bella af_jessica af_kore af_nicole af_nova af_river "
-         "af_sarah af_sky am_adam am_echo am_eric am_fenrir am_liam am_michael am_onyx am_puck "
-         "am_santa",
+    "af_sarah af_sky am_adam am_echo am_eric am_fenrir am_liam am_michael am_onyx am_puck "
+    "am_santa",
     "b": "bf_alice bf_emma bf_isabella bf_lily bm_daniel bm_fable bm_george bm_lewis",
     "e": "ef_dora em_alex em_santa",
     "f": "ff_siwis",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import wave
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from voicecli.audio.player import Player
 from voicecli.audio.ring import RingBuffer
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
+from voicecli.frames import AudioChunk
 
 RATE = 24_000
 
@@ -84,14 +86,11 @@ def test_samples_reaching_the_device_match_what_was_written(capture_device, tiny
     device, capture = capture_device
     speech = np.concatenate(list(tiny_synth.synthesize("Hello there.")))
     played: list[tuple[int, float]] = []
-    player = Player(
-        RATE, device=device, blocksize=480, on_played=lambda s, t: played.append((s, t))
-    )
+    player = Player(RATE, device=device, blocksize=480)
+    player.begin_turn(lambda s, t: played.append((s, t)), None)
     try:
-        player.begin_sentence(0)
         start = time.monotonic()
-        player.write(speech)
-        player.end_sentence()
+        player.write(AudioChunk(0, speech, last=True))
         assert player.drain(timeout=30)
         elapsed = time.monotonic() - start
     finally:
@@ -108,25 +107,24 @@ def test_samples_reaching_the_device_match_what_was_written(capture_device, tiny
     assert elapsed >= 0.8 * len(speech) / RATE
 
 
-def test_flush_silences_the_stream_within_one_block(capture_device):
+def test_clear_silences_the_stream_within_one_block(capture_device):
     device, capture = capture_device
     blocksize = 480
     player = Player(RATE, device=device, blocksize=blocksize)
     try:
-        player.begin_sentence(0)
-        player.write(tone(3.0))
+        player.write(AudioChunk(0, tone(3.0)))
         time.sleep(0.5)
         consumed_before = player.ring.read_pos
-        player.flush()
+        player.clear()
         time.sleep(0.4)  # the stream keeps running: it must be playing silence now
-        assert player.active
+        assert not player.stalled(), "the stream stopped calling back"
         assert player.ring.available == 0
     finally:
         player.close()
     got = read_capture(capture)
     nonzero = np.flatnonzero(np.abs(got) > 1e-6)
-    # Everything after the flush point is silence: at most one block more of tone
-    # went out than the callback had taken before flush() returned.
+    # Everything after the clear is silence: at most one block more of tone went
+    # out than the callback had taken before clear() returned.
     tone_out = nonzero[-1] - nonzero[0] + 1
     assert tone_out <= consumed_before + blocksize, (tone_out, consumed_before)
     assert len(got) > nonzero[-1] + RATE * 0.2, "the stream stopped instead of playing silence"
@@ -136,12 +134,11 @@ def test_underrun_plays_silence_and_is_counted(capture_device):
     device, _ = capture_device
     player = Player(RATE, device=device, blocksize=480)
     try:
-        player.begin_sentence(0)
-        player.write(tone(0.1))
+        player.write(AudioChunk(0, tone(0.1)))
         time.sleep(0.5)  # the synthesizer is "late": the ring runs dry
         assert player.underruns == 1, "one dry spell is one underrun"
-        assert player.active
-        player.write(tone(0.1))
+        assert not player.stalled(), "the stream stopped calling back"
+        player.write(AudioChunk(0, tone(0.1), offset=2400, last=True))
         assert player.drain(timeout=10)
     finally:
         player.close()
@@ -152,3 +149,19 @@ def test_unknown_device_suggests_output_file(capture_device):
         Player(RATE, device="no such device 42")
     with pytest.raises(VoiceCliError, match="--output"):
         Player(RATE, device="999")
+
+
+def test_wav_file_and_wire_carry_the_same_int16_samples(tmp_path):
+    from voicecli import protocol as p
+    from voicecli.audio.wav import WavWriter
+
+    samples = np.array([-1.5, -1.0, -0.5, -1e-6, 0.0, 0.3, 0.5, 1.0, 2.0, np.nan], np.float32)
+    writer = WavWriter(tmp_path / "x.wav", RATE)
+    writer.write(samples)
+    writer.close()
+    with wave.open(str(tmp_path / "x.wav"), "rb") as f:
+        in_file = np.frombuffer(f.readframes(f.getnframes()), "<i2")
+    on_wire = p.decode_server_frame(p.encode_audio_frame("r", 0, p.to_pcm16(samples))).pcm
+    np.testing.assert_array_equal(in_file, np.frombuffer(on_wire, "<i2"))
+    # Full scale is symmetric, out-of-range samples clip, and NaN is silence.
+    assert in_file.tolist() == [-32767, -32767, -16384, 0, 0, 9830, 16384, 32767, 32767, 0]

@@ -8,7 +8,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from voicecli.audio.wav import read_wav
+from tests.wavfile import read_wav
 from voicecli.cli import cli
 
 pytestmark = pytest.mark.skipif(

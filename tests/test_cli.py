@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from voicecli.audio.wav import read_wav
+from tests.wavfile import read_wav
 from voicecli.cli import cli
 from voicecli.config import Settings
 from voicecli.scripted_llm import Script, ScriptedLLM

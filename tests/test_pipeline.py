@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from tests.wavfile import read_wav
 from voicecli.audio.sink import WavSink
-from voicecli.audio.wav import read_wav
 from voicecli.cancel import CancelToken
 from voicecli.pipeline import SpeechPipeline, TurnOptions
 from voicecli.scripted_llm import Script, ScriptedLLM

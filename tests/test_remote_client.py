@@ -14,10 +14,10 @@ from tests.server_harness import RunningServer
 from voicecli.cancel import CancelToken
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.frames import Sentence
 from voicecli.server.app import Limits
 from voicecli.server.run import bind, kokoro_factory
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
-from voicecli.tts import Sentence
 from voicecli.tts.remote import WebSocketSynthesizer, websocket_url
 
 WAIT = 120  # seconds; generous for busy cores, never a speed assertion

@@ -12,11 +12,11 @@ import pytest
 
 from tests.sagemaker_fake_runtime import Event, FakeRuntime
 from tests.server_harness import RunningServer
+from voicecli import protocol as p
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.server import protocol as p
+from voicecli.frames import Sentence
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
-from voicecli.tts import Sentence
 from voicecli.tts.sagemaker import SageMakerSynthesizer
 
 

@@ -22,9 +22,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from tests.server_harness import RunningServer
+from voicecli import protocol as p
 from voicecli.cancel import CancelToken
 from voicecli.config import Settings
-from voicecli.server import protocol as p
 from voicecli.server.app import Limits, Outbox, split_sentences
 from voicecli.server.run import kokoro_factory
 from voicecli.tts import kokoro_local

@@ -213,6 +213,7 @@ def test_piped_stdout_is_plain_text_and_stderr_is_quiet(tiny_model_dir, capture_
 def test_a_stalled_device_stops_with_a_clear_error(capture_device, monkeypatch):
     from voicecli.audio import player as player_module
     from voicecli.audio.player import Player
+    from voicecli.frames import AudioChunk
 
     monkeypatch.setattr(player_module, "STALL_SECONDS", 0.5)
     player = Player(24000, device=capture_device[0], capacity_seconds=0.5)
@@ -220,7 +221,7 @@ def test_a_stalled_device_stops_with_a_clear_error(capture_device, monkeypatch):
         player._stream.abort()  # what a vanished device looks like: no more callbacks
         started = time.monotonic()
         with pytest.raises(VoiceCliError, match=re.escape("stopped playing")):
-            player.write(np.zeros(24000 * 2, np.float32))
+            player.write(AudioChunk(0, np.zeros(24000 * 2, np.float32)))
         assert time.monotonic() - started < 10
     finally:
         player.close()

@@ -30,8 +30,8 @@ import click
 from voicecli.bench_scenarios import SCENARIOS, ScriptedReply
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
+from voicecli.frames import MAX_SPEED, MIN_SPEED, AudioChunk, AudioSink, Sentence, Synthesizer
 from voicecli.timeline import Timeline
-from voicecli.tts import AudioChunk, Sentence
 
 MODES = ("streaming", "buffered")
 DEFAULT_OUT = Path("bench-out")
@@ -57,9 +57,10 @@ class MeasuredSynth:
     numerator of a real-time factor.
     """
 
-    def __init__(self, synth: Any) -> None:
+    def __init__(self, synth: Synthesizer) -> None:
         self.synth = synth
         self.sample_rate: int = synth.sample_rate
+        self.capabilities = synth.capabilities
         self.usage = SynthUsage()
 
     def begin_turn(self) -> SynthUsage:
@@ -104,6 +105,18 @@ class MeasuredSynth:
                 yield chunk
         finally:
             chunks.close()
+
+    def set_voice(self, voice: str) -> None:
+        self.synth.set_voice(voice)
+
+    def set_speed(self, speed: float) -> None:
+        self.synth.set_speed(speed)
+
+    def warm_up(self) -> None:
+        self.synth.warm_up()
+
+    def describe(self) -> dict[str, Any]:
+        return self.synth.describe()
 
     def close(self) -> None:
         self.synth.close()
@@ -244,44 +257,18 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
-def describe_output(sink: Any, wav_path: Path | None) -> dict[str, Any]:
-    from voicecli.audio.player import Player
-
-    if isinstance(sink, Player):
-        import sounddevice as sd
-
-        name = sd.query_devices(sink.device)["name"]
-        return {
-            "kind": "device",
-            "device": name,
-            "index": sink.device,
-            "blocksize": sink.blocksize,
+def describe_output(sink: AudioSink) -> dict[str, Any]:
+    if sink.capabilities.paced:
+        label = {
             "played_means": "dac",
             "played_label": "at the device (PortAudio outputBufferDacTime)",
         }
-    return {
-        "kind": "wav",
-        "path": str(wav_path),
-        "played_means": "written",
-        "played_label": "written to the WAV file: NOT at the sound (--no-play)",
-    }
-
-
-def describe_synth(settings: Any, synth: Any) -> dict[str, Any]:
-    if settings.endpoint_url:
-        return {"kind": "websocket", "endpoint_url": settings.endpoint_url}
-    if settings.sagemaker_endpoint:
-        return {
-            "kind": "sagemaker",
-            "endpoint": settings.sagemaker_endpoint,
-            "region": settings.region,
+    else:
+        label = {
+            "played_means": "written",
+            "played_label": "written to the WAV file: NOT at the sound (--no-play)",
         }
-    files = getattr(synth, "files", None)
-    return {
-        "kind": "local-kokoro",
-        "model_source": getattr(files, "source", "?"),
-        "lang": getattr(synth, "lang", settings.lang),
-    }
+    return {**sink.describe(), **label}
 
 
 def run_trial(
@@ -355,7 +342,6 @@ def run_ab(
     reply: ScriptedReply | None,
     tokens_per_second: float,
     prompt: str,
-    wav_path: Path | None,
     timeout: float,
     scenario: str,
     progress: Callable[[str], None],
@@ -365,7 +351,7 @@ def run_ab(
     from voicecli import display
     from voicecli.audio.sink import make_sink
     from voicecli.pipeline import SpeechPipeline
-    from voicecli.tts import make_synthesizer
+    from voicecli.tts.factory import make_synthesizer
 
     with ExitStack() as stack:
         source = open_text_source(
@@ -394,9 +380,9 @@ def run_ab(
             "voice": settings.voice,
             "speed": settings.speed,
             "lang": settings.lang,
-            "synth": describe_synth(settings, synth),
+            "synth": synth.describe(),
             "sample_rate": synth.sample_rate,
-            "output": describe_output(sink, wav_path),
+            "output": describe_output(sink),
             "fast_first": settings.fast_first,
             "trials_per_mode": trials,
             "order": "alternating, streaming first: S B S B ...",
@@ -491,7 +477,7 @@ def parse_load(value: str) -> list[int]:
     help="Config file (default ~/.config/voicecli/config.toml).",
 )
 @click.option("--voice", help="Kokoro voice.")
-@click.option("--speed", type=float, help="Speaking rate, 0.5 to 2.0.")
+@click.option("--speed", type=float, help=f"Speaking rate, {MIN_SPEED} to {MAX_SPEED}.")
 @click.option("--lang", help="Kokoro language code (a, b, e, f, h, i, j, p, z).")
 @click.option(
     "--model-dir",
@@ -614,7 +600,6 @@ def _bench(
         reply=reply if llm == "scripted" else None,
         tokens_per_second=tokens_per_second,
         prompt=prompt,
-        wav_path=wav_path,
         timeout=trial_timeout,
         scenario=name if llm == "scripted" else llm,
         progress=display.note,

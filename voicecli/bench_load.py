@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from voicecli import protocol as p
 from voicecli.bench_report import percentile
 from voicecli.bench_scenarios import ScriptedReply
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.server import protocol as p
+from voicecli.pipeline import TextUnits, TurnOptions
 
 GAP_LIMIT_MS = 100.0  # the knee: the first N whose p95 gap exceeds this
 UNDERRUN_TOLERANCE = 0.005  # s: later than this is an underrun (a tenth of a device block)
@@ -56,24 +57,16 @@ class Release:
 def sentence_schedule(
     reply: ScriptedReply, tokens_per_second: float, *, fast_first: bool, code: str
 ) -> list[Release]:
-    """When the pipeline would release each sentence of ``reply`` at this token rate."""
-    from voicecli.normalize import speakable
-    from voicecli.segment import Segmenter
-
-    segmenter = Segmenter(fast_first=fast_first)
-    out: list[Release] = []
+    """When the pipeline would release each unit of ``reply`` at this token rate."""
+    units = TextUnits(TurnOptions(fast_first=fast_first, code=code))
     times = reply.token_times(tokens_per_second)
-
-    def release(displays: list[str], at: float) -> None:
-        for display in displays:
-            spoken = speakable(display, code=code)
-            if spoken.strip():
-                out.append(Release(at, spoken))
-
-    for token, at in zip(reply.tokens, times, strict=True):
-        release(segmenter.feed(token), at)
-    release(segmenter.flush(), times[-1] if times else 0.0)
-    return out
+    out = [
+        Release(at, spoken)
+        for token, at in zip(reply.tokens, times, strict=True)
+        for _, spoken in units.feed(token)
+    ]
+    end = times[-1] if times else 0.0
+    return out + [Release(end, spoken) for _, spoken in units.flush()]
 
 
 # --- the server -----------------------------------------------------------------------------
@@ -223,7 +216,7 @@ def _sentences(
     start: float,
     cancel: CancelToken,
 ) -> Iterator[Any]:
-    from voicecli.tts import Sentence
+    from voicecli.frames import Sentence
 
     for index, release in enumerate(schedule):
         wait = start + release.at - time.monotonic()

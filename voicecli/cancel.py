@@ -5,6 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+# Seconds between checks of a token by a wait that cancelling cannot wake (a queue, a
+# socket read): the longest a stage may lag behind a cancel.
+POLL = 0.05
+
 
 class CancelToken:
     """A one-shot flag that every stage polls or waits on.

@@ -11,6 +11,7 @@ from pathlib import Path
 from voicecli import display
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.frames import MAX_SPEED, MIN_SPEED
 from voicecli.pipeline import TurnResult
 from voicecli.session import Session
 from voicecli.sources import ChatClient
@@ -23,7 +24,7 @@ HISTORY_LENGTH = 1000
 
 COMMANDS = {
     "/voice NAME": "speak with another voice or blend (af_heart+am_adam)",
-    "/speed X": "speaking rate, 0.5 to 2.0",
+    "/speed X": f"speaking rate, {MIN_SPEED} to {MAX_SPEED}",
     "/model NAME": "ask another model on the same server",
     "/system TEXT": "replace the system prompt (keeps the conversation)",
     "/clear": "forget the conversation",
@@ -108,24 +109,17 @@ class Conversation:
             raise VoiceCliError(
                 "Which voice? For example: /voice am_adam (`voicecli voices` lists them)."
             )
-        synth = self.session.synth
-        set_voice = getattr(synth, "set_voice", None)
-        if set_voice is not None:
-            set_voice(arg)  # checks the name and loads the pack now, not mid-reply
-        elif hasattr(synth, "voice"):
-            synth.voice = arg
-        else:
-            raise VoiceCliError("This synthesizer cannot change voice.")
+        self.session.synth.set_voice(arg)  # checks the name and loads the pack now
         display.note(f"voice: {arg}")
 
     def _speed(self, arg: str) -> None:
         try:
             speed = float(arg)
         except ValueError:
-            raise VoiceCliError("Speed is a number from 0.5 to 2.0, e.g. /speed 1.2") from None
-        if not 0.5 <= speed <= 2.0:
-            raise VoiceCliError(f"Speed {speed} is out of range: use 0.5 to 2.0.")
-        self.session.synth.speed = speed
+            raise VoiceCliError(
+                f"Speed is a number from {MIN_SPEED} to {MAX_SPEED}, e.g. /speed 1.2"
+            ) from None
+        self.session.synth.set_speed(speed)
         display.note(f"speed: {speed:g}")
 
     def _model(self, arg: str) -> None:

@@ -16,6 +16,7 @@ import click
 from voicecli import __version__, config, display
 from voicecli.bench import bench
 from voicecli.errors import VoiceCliError
+from voicecli.frames import MAX_SPEED, MIN_SPEED
 
 log = logging.getLogger("voicecli")
 
@@ -30,7 +31,7 @@ def speech_options(f: Callable) -> Callable:
             help="Config file (default ~/.config/voicecli/config.toml).",
         ),
         click.option("--voice", help="Kokoro voice, or a blend like af_heart+am_adam."),
-        click.option("--speed", type=float, help="Speaking rate, 0.5 to 2.0."),
+        click.option("--speed", type=float, help=f"Speaking rate, {MIN_SPEED} to {MAX_SPEED}."),
         click.option("--lang", help="Kokoro language code (a, b, e, f, h, i, j, p, z)."),
         click.option(
             "--model-dir",

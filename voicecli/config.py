@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import tomllib
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from voicecli.errors import VoiceCliError
+from voicecli.frames import check_speed
 
 DEFAULT_CONFIG_PATH = Path("~/.config/voicecli/config.toml")
 
@@ -53,9 +53,6 @@ class Settings:
     timings: bool = False
     verbose: bool = False
     log_file: Path | None = None
-
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
 
 
 ENV_ALIASES = {
@@ -164,8 +161,7 @@ def validate(s: Settings) -> None:
         raise VoiceCliError(f"Setting code={s.code!r}: use placeholder, skip or read.")
     if s.llm not in ("auto", "local", "openai"):
         raise VoiceCliError(f"Setting llm={s.llm!r}: use auto, local or openai.")
-    if not 0.5 <= s.speed <= 2.0:
-        raise VoiceCliError(f"Setting speed={s.speed}: use 0.5 to 2.0.")
+    check_speed(s.speed, "Setting speed")
     if not 64 <= s.blocksize <= 24000:
         raise VoiceCliError(f"Setting blocksize={s.blocksize}: use 64 to 24000 frames.")
     if s.max_sentences_ahead < 1:

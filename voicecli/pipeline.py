@@ -17,14 +17,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
 
-import numpy as np
-
-from voicecli.cancel import CancelToken
+from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
+from voicecli.frames import AudioSink, Sentence, Synthesizer
+from voicecli.heard import heard_text
 from voicecli.normalize import speakable
 from voicecli.segment import Segmenter
 from voicecli.timeline import (
@@ -37,27 +37,13 @@ from voicecli.timeline import (
     UNDERRUN,
     Timeline,
 )
-from voicecli.tts import Sentence, Synthesizer
 
 log = logging.getLogger(__name__)
 
 _END = object()
-POLL = 0.05  # seconds between cancel checks in blocking waits
-
-
-class AudioSink(Protocol):
-    def set_hooks(
-        self,
-        on_played: Callable[[int, float], None] | None,
-        on_underrun: Callable[[float], None] | None,
-    ) -> None: ...
-    def begin_turn(self) -> None: ...
-    def begin_sentence(self, sentence: int) -> None: ...
-    def write(self, samples: np.ndarray, cancel: CancelToken) -> object: ...
-    def end_sentence(self) -> None: ...
-    def drain(self, cancel: CancelToken) -> bool: ...
-    def flush(self) -> object: ...
-    def close(self) -> None: ...
+# An interrupted turn returns at once; its synth thread may still be in a forward pass
+# and is joined on close, this long at most (a second Ctrl-C cuts it short).
+CLOSE_TIMEOUT = 15.0
 
 
 @dataclass
@@ -79,12 +65,47 @@ class TurnResult:
     heard: str = ""  # the displayed text of what reached the listener
 
 
+class TextUnits:
+    """Text pieces in, speakable units out, as a turn releases them: the segmenter cuts,
+    the normalizer says what is spoken, and units with nothing to say are dropped."""
+
+    def __init__(self, options: TurnOptions) -> None:
+        self._segmenter = Segmenter(
+            fast_first=options.fast_first, newline_is_boundary=options.newline_is_boundary
+        )
+        self._code = options.code
+
+    def feed(self, piece: str) -> list[tuple[str, str]]:
+        """(display, spoken) for each unit that ``piece`` completed."""
+        return self._spoken(self._segmenter.feed(piece))
+
+    def flush(self) -> list[tuple[str, str]]:
+        return self._spoken(self._segmenter.flush())
+
+    def _spoken(self, displays: list[str]) -> list[tuple[str, str]]:
+        units = [(display, speakable(display, code=self._code)) for display in displays]
+        return [(display, spoken) for display, spoken in units if spoken.strip()]
+
+
 class SpeechPipeline:
     """Runs turns through one synthesizer and one sink, reused across turns."""
 
     def __init__(self, synth: Synthesizer, sink: AudioSink) -> None:
         self.synth = synth
         self.sink = sink
+        self._synth_threads: list[threading.Thread] = []  # of turns that may still run
+
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Wait for interrupted turns' threads to notice the cancel and return.
+
+        If the process exited while a synth thread sat in a forward pass, torch's native
+        threads would be torn down under it and abort the process ("terminate called").
+        A source thread may block on stdin forever and holds nothing native: not joined.
+        """
+        deadline = time.monotonic() + timeout
+        for thread in self._synth_threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._synth_threads = [t for t in self._synth_threads if t.is_alive()]
 
     def run(
         self,
@@ -99,11 +120,10 @@ class SpeechPipeline:
         sentences: queue.Queue = queue.Queue(maxsize=options.max_sentences_ahead)
         pieces: list[str] = []
         errors: list[VoiceCliError] = []
-        self.sink.begin_turn()
-        self.sink.set_hooks(
+        self.sink.begin_turn(
             lambda s, t: timeline.mark_once(PLAYED, s, t), lambda t: timeline.mark(UNDERRUN, t=t)
         )
-        cancel.on_cancel(self.sink.flush)
+        cancel.on_cancel(self.sink.clear)
 
         def produce() -> None:
             try:
@@ -132,6 +152,7 @@ class SpeechPipeline:
         consumer = threading.Thread(target=consume, name="voicecli-synth", daemon=True)
         producer.start()
         consumer.start()
+        self._synth_threads = [t for t in self._synth_threads if t.is_alive()] + [consumer]
         try:
             while consumer.is_alive():
                 consumer.join(POLL)
@@ -151,7 +172,7 @@ class SpeechPipeline:
         producer.join(0.2 if cancel.cancelled else None)
         result.text = "".join(pieces)
         result.error = errors[0] if errors else None
-        result.heard = self._heard(result)
+        result.heard = heard_text(self.sink.playback(), result.sentences)
         return result
 
     # --- source thread --------------------------------------------------------
@@ -166,15 +187,10 @@ class SpeechPipeline:
         timeline: Timeline,
         on_text: Callable[[str], None] | None,
     ) -> None:
-        segmenter = Segmenter(
-            fast_first=options.fast_first, newline_is_boundary=options.newline_is_boundary
-        )
+        units = TextUnits(options)
 
-        def release(displays: list[str]) -> None:
-            for display in displays:
-                spoken = speakable(display, code=options.code)
-                if not spoken.strip():
-                    continue  # only markup: nothing to say
+        def release(released: list[tuple[str, str]]) -> None:
+            for display, spoken in released:
                 sentence = Sentence(len(result.sentences), spoken, display)
                 result.sentences.append(sentence)
                 timeline.mark(SENTENCE_READY, sentence.index, text=display)
@@ -189,78 +205,24 @@ class SpeechPipeline:
                 if on_text is not None:
                     on_text(piece)
                 if not options.buffered:
-                    release(segmenter.feed(piece))
+                    release(units.feed(piece))
         finally:
             if not cancel.cancelled:
                 timeline.mark(TEXT_DONE)
                 if options.buffered:
-                    release(segmenter.feed("".join(pieces)))
-                release(segmenter.flush())
+                    release(units.feed("".join(pieces)))
+                release(units.flush())
 
     # --- synth thread ---------------------------------------------------------
     def _consume(self, sentences: queue.Queue, cancel: CancelToken, timeline: Timeline) -> None:
-        current: int | None = None
         for chunk in self.synth.stream(_take(sentences, cancel), cancel, timeline):
             if cancel.cancelled:
                 return
-            if chunk.sentence != current:
-                if current is not None:
-                    self.sink.end_sentence()
-                current = chunk.sentence
-                self.sink.begin_sentence(current)
             if chunk.samples.size:
                 timeline.mark_once(QUEUED, chunk.sentence)
-                self.sink.write(chunk.samples, cancel)
-            if chunk.last:
-                self.sink.end_sentence()
-                current = None
+            self.sink.write(chunk, cancel)
         if not cancel.cancelled:
             self.sink.drain(cancel)
-
-    def _heard(self, result: TurnResult) -> str:
-        """The displayed text that reached the listener, from the play position."""
-        by_index = {s.index: s for s in result.sentences}
-        spans_of = getattr(self.sink, "spans", None)
-        heard_position = getattr(self.sink, "heard_position", None)
-        if spans_of is None or heard_position is None:
-            if result.interrupted:
-                played = {e.sentence for e in result.timeline.events if e.name == PLAYED}
-                return " ".join(by_index[i].display for i in sorted(played) if i in by_index)
-            return " ".join(s.display for s in result.sentences)
-        position = heard_position()
-        heard: list[str] = []
-        for span in spans_of():
-            sentence = by_index.get(span.sentence)
-            # A skipped sentence was heard only up to the skip.
-            limit = position if span.skipped_at is None else min(position, span.skipped_at)
-            if sentence is None or span.start >= limit:
-                continue
-            if span.end is not None and span.end <= limit:
-                heard.append(sentence.display)
-                continue
-            if span.end is None or span.end <= span.start:
-                continue
-            heard.append(
-                _leading_words(sentence.display, (limit - span.start) / (span.end - span.start))
-            )
-        return " ".join(h for h in heard if h)
-
-
-def _leading_words(text: str, fraction: float) -> str:
-    """The whole words within the first ``fraction`` of ``text``'s speaking time.
-
-    Speaking time is taken as proportional to characters, not words: a long word takes
-    longer to say than a short one. A word cut in the middle was not heard.
-    """
-    words = text.split()
-    budget = fraction * sum(len(w) + 1 for w in words)
-    kept: list[str] = []
-    for word in words:
-        budget -= len(word) + 1
-        if budget < 0:
-            break
-        kept.append(word)
-    return " ".join(kept)
 
 
 def _put(q: queue.Queue, item: object, cancel: CancelToken) -> bool:

@@ -12,18 +12,21 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
 from types import FrameType
 
 from voicecli import display
+from voicecli.audio.player import resolve_device
+from voicecli.audio.sink import make_sink
 from voicecli.cancel import CancelToken
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.frames import AudioSink, Synthesizer
+from voicecli.heard import now_playing
 from voicecli.keys import KeyListener, NoTerminal
 from voicecli.pipeline import SpeechPipeline, TurnOptions, TurnResult
 from voicecli.timeline import PLAYED, SENTENCE_READY, TEXT_DONE, Timeline
-from voicecli.tts import make_synthesizer
+from voicecli.tts.factory import make_synthesizer
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +39,13 @@ class Turn:
     """One turn's controls and the progress the live view polls."""
 
     def __init__(
-        self, sink: object, sample_rate: int, cancel: CancelToken, timeline: Timeline, keys: bool
+        self, sink: AudioSink, cancel: CancelToken, timeline: Timeline, keys: bool
     ) -> None:
         self.sink = sink
-        self.sample_rate = sample_rate
         self.cancel = cancel
         self.timeline = timeline
         self.keys = keys
         self.quit = False  # the user asked to leave the program, not just this turn
-
-    @property
-    def paused(self) -> bool:
-        return bool(getattr(self.sink, "paused", False))
 
     def key(self, key: str) -> None:
         """The default key map (Session.speak's ``on_key`` replaces it)."""
@@ -57,9 +55,8 @@ class Turn:
         if first == PAUSE:
             self.toggle_pause()
         elif first.lower() == SKIP:
-            skip = getattr(self.sink, "skip_sentence", None)
-            if skip is not None and not self.paused:
-                skip()
+            if self.sink.capabilities.skip and not self.sink.paused:
+                self.sink.skip_sentence()
         elif first.lower() == QUIT:
             self.quit = True
             self.cancel.cancel("quit")
@@ -67,10 +64,12 @@ class Turn:
             self.cancel.cancel("key")
 
     def toggle_pause(self) -> None:
-        pause, resume = getattr(self.sink, "pause", None), getattr(self.sink, "resume", None)
-        if pause is None or resume is None:
-            return  # a file sink: nothing plays, so nothing to pause
-        (resume if self.paused else pause)()
+        if not self.sink.capabilities.pause:
+            return  # a file: nothing plays, so nothing to pause
+        if self.sink.paused:
+            self.sink.resume()
+        else:
+            self.sink.pause()
 
     def progress(self) -> display.Progress:
         events = self.timeline.events
@@ -79,52 +78,18 @@ class Turn:
             for e in events
             if e.name == SENTENCE_READY and e.sentence is not None
         }
-        played = [e.sentence for e in events if e.name == PLAYED]
-        playing, spoken = self._position(played)
+        playing, spoken = now_playing(self.sink.playback())
         if self.cancel.cancelled:
             state = "interrupted"
-        elif self.paused:
+        elif self.sink.paused:
             state = "paused"
-        elif played:
+        elif any(e.name == PLAYED for e in events):
             state = "speaking"
         else:
             state = "thinking"
         return display.Progress(
             state, sentences, playing, any(e.name == TEXT_DONE for e in events), spoken, self.keys
         )
-
-    def _position(self, played: list[int | None]) -> tuple[int | None, float]:
-        """The sentence heard now and the seconds heard, from the player's play position."""
-        spans_of = getattr(self.sink, "spans", None)
-        heard_position = getattr(self.sink, "heard_position", None)
-        if spans_of is None or heard_position is None:  # a file: "played" means written
-            return (played[-1] if played else None), 0.0
-        spans = spans_of()
-        if not spans:
-            return None, 0.0
-        position = heard_position()
-        playing = None
-        for span in spans:
-            if span.start <= position:
-                playing = span.sentence  # between sentences: the last one started
-        return playing, max(0, position - spans[0].start) / self.sample_rate
-
-
-PIPELINE_THREADS = ("voicecli-synth",)  # the source may block on stdin forever: no torch there
-CLOSE_TIMEOUT = 15.0  # a forward pass on a slow CPU; a second Ctrl-C cuts it short
-
-
-def _join_pipeline_threads() -> None:
-    """Wait for an interrupted turn's threads to notice the cancel and return.
-
-    An interrupted turn returns at once, leaving the synthesizer to finish its
-    forward pass; if the process exited meanwhile, torch's native threads would be
-    torn down under it and abort the process ("terminate called ...").
-    """
-    deadline = time.monotonic() + CLOSE_TIMEOUT
-    for thread in threading.enumerate():
-        if thread.name in PIPELINE_THREADS and thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class Session:
@@ -133,28 +98,22 @@ class Session:
         self._want_keys = keys
         self._warm_up = warm_up
         self.keys: KeyListener | None = None
-        self.synth = None
-        self.sink = None
+        self.synth: Synthesizer | None = None
+        self.sink: AudioSink | None = None
         self.pipeline: SpeechPipeline | None = None
         self.last_turn: Turn | None = None
         self._saved_sigint: object = None
         self._interrupted_once = False
 
     def __enter__(self) -> Session:
-        from voicecli.audio.player import resolve_device
-        from voicecli.audio.sink import make_sink
-
         if self.settings.play or (self.settings.play is None and self.settings.output is None):
             resolve_device(self.settings.device)  # a bad device fails before the model loads
         self._install_sigint()
         try:
             with display.err.status("Loading the speech model…", spinner="dots"):
                 self.synth = make_synthesizer(self.settings)
-                if self._warm_up and hasattr(self.synth, "synthesize"):
-                    # A process's first forward pass is several hundred ms slower
-                    # than later ones; pay that while the user is still typing.
-                    for _ in self.synth.synthesize("Hello."):
-                        pass
+                if self._warm_up:  # while the user is still typing
+                    self.synth.warm_up()
             self.sink = make_sink(self.settings, self.synth.sample_rate)
         except BaseException:
             self.close()
@@ -198,7 +157,7 @@ class Session:
             code=self.settings.code,
             max_sentences_ahead=self.settings.max_sentences_ahead,
         )
-        turn = Turn(self.sink, self.synth.sample_rate, cancel, timeline, keys=self.keys is not None)
+        turn = Turn(self.sink, cancel, timeline, keys=self.keys is not None)
         self.last_turn = turn
         view = view if view is not None else display.turn_view(reply=False)
 
@@ -227,7 +186,7 @@ class Session:
         finally:
             if self.keys is not None:
                 self.keys.stop()
-            if turn.paused:
+            if self.sink.paused:
                 turn.toggle_pause()  # the next turn must not start silent
             if result is None:  # Ctrl-C or a crash: close the live region all the same
                 view.finish("", "", True)
@@ -258,7 +217,8 @@ class Session:
         raise KeyboardInterrupt
 
     def close(self) -> None:
-        _join_pipeline_threads()
+        if self.pipeline is not None:
+            self.pipeline.close()
         if self.keys is not None:
             self.keys.close()
             self.keys = None

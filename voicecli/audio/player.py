@@ -9,17 +9,15 @@ and let callers map the play position back to the sentences really heard.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
-
+from voicecli.audio.ledger import SpanLedger
 from voicecli.audio.ring import RingBuffer
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
+from voicecli.frames import AudioChunk, Playback, PlayedHook, SinkCapabilities, UnderrunHook
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +79,10 @@ def resolve_device(device: str | int | None) -> int | None:
     return matches[0]
 
 
-@dataclass
-class SentenceSpan:
-    sentence: int
-    start: int  # absolute ring position of its first sample
-    end: int | None = None  # one past its last sample, once known
-    skipped_at: int | None = None  # heard position when the listener skipped the rest
-
-
 class Player:
     """Owns the ring buffer and the output stream for one session."""
+
+    capabilities = SinkCapabilities(paced=True, pause=True, skip=True)
 
     def __init__(
         self,
@@ -100,28 +92,25 @@ class Player:
         blocksize: int = 1200,
         capacity_seconds: float = 10.0,
         latency: str | float = "low",
-        on_played: Callable[[int, float], None] | None = None,
-        on_underrun: Callable[[float], None] | None = None,
     ) -> None:
         self.sample_rate = sample_rate
         self.blocksize = blocksize
         self.ring = RingBuffer(int(capacity_seconds * sample_rate))
-        self.on_played = on_played
-        self.on_underrun = on_underrun
+        self.on_played: PlayedHook | None = None
+        self.on_underrun: UnderrunHook | None = None
         self.underruns = 0
         self.device = resolve_device(device)
         self._markers: deque[tuple[int, int]] = deque()  # (ring position, sentence)
-        self._spans: list[SentenceSpan] = []
+        self._ledger = SpanLedger()
         self._expecting = False  # audio is due: running dry now is an underrun
         self._dry = False  # in an underrun episode (count each episode once)
         self._paused = False
         self._played_pos = 0
-        self._cut_pos: int | None = None  # heard position frozen by the last flush
+        self._cut_pos: int | None = None  # heard position frozen by the last clear
         self._dac_delay = 0.0  # seconds from callback to DAC, from PortAudio's timestamps
-        self._writing: int | None = None  # sentence whose samples write() receives
         self._discard: int | None = None  # skipped sentence: drop the rest of its samples
         self._last_callback = time.monotonic()
-        self._lock = threading.Lock()
+        self._stream = None
         self._stream = self._open(latency)
 
     def _open(self, latency: str | float):
@@ -169,49 +158,45 @@ class Player:
         except (AttributeError, TypeError):
             delay = 0.0
         if not 0.0 <= delay < 2.0:  # some hosts report no timestamps
-            delay = float(self._stream.latency) if hasattr(self, "_stream") else 0.0
+            delay = float(self._stream.latency) if self._stream is not None else 0.0
         self._dac_delay = delay
         end = before + n
         self._played_pos = end
         markers = self._markers
         while markers and markers[0][0] < end:
             pos, sentence = markers.popleft()
-            if pos < before:  # flushed away before it was played
+            if pos < before:  # cleared away before it was played
                 continue
             if self.on_played is not None:
                 self.on_played(sentence, now + delay + (pos - before) / self.sample_rate)
 
     # --- producer side ------------------------------------------------------------
-    def begin_sentence(self, sentence: int) -> None:
-        pos = self.ring.write_pos
-        with self._lock:
-            if self._spans and self._spans[-1].end is None:
-                self._spans[-1].end = pos
-            self._spans.append(SentenceSpan(sentence, pos))
-        self._markers.append((pos, sentence))
-        self._writing = sentence
+    def begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
+        self.on_played = on_played
+        self.on_underrun = on_underrun
+        self._ledger.reset()
+        self._markers.clear()
+        self._cut_pos = None
+        self._discard = None
 
-    def end_sentence(self) -> None:
-        pos = self.ring.write_pos
-        with self._lock:
-            if self._spans and self._spans[-1].end is None:
-                self._spans[-1].end = pos
-
-    def write(self, samples: np.ndarray, cancel: CancelToken | None = None) -> int:
-        """Queue samples, blocking while max audio ahead is already queued.
+    def write(self, chunk: AudioChunk, cancel: CancelToken | None = None) -> None:
+        """Queue a chunk, blocking while max audio ahead is already queued.
 
         Raises VoiceCliError when the device stops taking audio (unplugged, server gone),
         rather than blocking forever on a ring that never drains.
         """
-        if self._discard is not None and self._discard == self._writing:
-            return len(samples)
-        done = self.ring.write(samples, _UntilStalled(cancel, self))
-        # Only once audio is in: a callback between a sentence's start and its
-        # first samples is not an underrun.
-        self._expecting = True
-        if done < len(samples) and self.stalled():
-            raise self._stalled_error()
-        return done
+        if chunk.sentence == self._discard:
+            return  # the listener skipped the rest of this sentence
+        if self._ledger.before_write(chunk, self.ring.write_pos):
+            self._markers.append((self.ring.write_pos, chunk.sentence))
+        if chunk.samples.size:
+            done = self.ring.write(chunk.samples, _UntilStalled(cancel, self))
+            # Only once audio is in: a callback between a sentence's start and its
+            # first samples is not an underrun.
+            self._expecting = True
+            if done < chunk.samples.size and self.stalled():
+                raise self._stalled_error()
+        self._ledger.after_write(chunk, self.ring.write_pos)
 
     def stalled(self) -> bool:
         """The device has stopped calling back: it disappeared or hung."""
@@ -224,13 +209,9 @@ class Player:
             f"with --device, or {NO_DEVICE_HINT[0].lower()}{NO_DEVICE_HINT[1:]}"
         )
 
-    def finish(self) -> None:
-        """No more audio is coming this turn: running dry is no longer an underrun."""
-        self._expecting = False
-
     def drain(self, cancel: CancelToken | None = None, timeout: float | None = None) -> bool:
         """Wait until every queued sample has reached the DAC; False if cancelled or timed out."""
-        self.finish()
+        self._expecting = False  # no more audio is coming: running dry is no underrun now
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.ring.available > 0 or self._paused:
             if cancel is not None and cancel.wait(0.01):
@@ -249,14 +230,13 @@ class Player:
             time.sleep(0.005)
         return True
 
-    def flush(self) -> int:
+    def clear(self) -> None:
         """Silence at once: drop the ring and what the host API has scheduled."""
         self._expecting = False
-        self._cut_pos = self.heard_position()
-        dropped = self.ring.clear()
+        self._cut_pos = self._heard_position()
+        self.ring.clear()
         self._markers.clear()
         self._restart_stream()
-        return dropped
 
     def skip_sentence(self) -> bool:
         """Jump to the next sentence: drop the rest of the one the listener hears now.
@@ -264,18 +244,13 @@ class Player:
         Audio already queued for the next sentence is kept; if it is not queued yet, the
         rest of this sentence is discarded as it arrives. False when nothing is playing.
         """
-        heard = self.heard_position()
-        with self._lock:
-            current = next(
-                (s for s in self._spans if s.start <= heard and (s.end is None or heard < s.end)),
-                None,
-            )
-            if current is None:
-                return False
-            current.skipped_at = heard
-            following = [s.start for s in self._spans if s.start > current.start]
-        if following:
-            self.ring.skip_to(following[0])
+        heard = self._heard_position()
+        current = self._ledger.at(heard)
+        if current is None:
+            return False
+        following = self._ledger.skip(current, heard)
+        if following is not None:
+            self.ring.skip_to(following)
         else:
             self._discard = current.sentence
             self.ring.clear()  # also makes a writer blocked mid-chunk abandon it
@@ -288,7 +263,7 @@ class Player:
             self._stream.abort()
             self._stream.start()
         except Exception as exc:  # noqa: BLE001 - device vanished: report, don't crash
-            log.warning("audio device error while flushing: %s", exc)
+            log.warning("audio device error while clearing: %s", exc)
 
     def pause(self) -> None:
         self._paused = True
@@ -300,34 +275,23 @@ class Player:
     def paused(self) -> bool:
         return self._paused
 
-    def heard_position(self) -> int:
+    def _heard_position(self) -> int:
         """Absolute ring position that has reached the listener (DAC-delay adjusted)."""
         lag = int(self._dac_delay * self.sample_rate)
         heard = max(0, self._played_pos - lag)
         return heard if self._cut_pos is None else min(heard, self._cut_pos)
 
-    def spans(self) -> list[SentenceSpan]:
-        with self._lock:
-            return [SentenceSpan(s.sentence, s.start, s.end, s.skipped_at) for s in self._spans]
+    def playback(self) -> Playback:
+        return Playback(self._ledger.snapshot(), self._heard_position(), self.sample_rate)
 
-    def set_hooks(
-        self,
-        on_played: Callable[[int, float], None] | None,
-        on_underrun: Callable[[float], None] | None,
-    ) -> None:
-        self.on_played = on_played
-        self.on_underrun = on_underrun
-
-    def begin_turn(self) -> None:
-        with self._lock:
-            self._spans.clear()
-        self._markers.clear()
-        self._cut_pos = None
-        self._discard = None
-
-    @property
-    def active(self) -> bool:
-        return bool(self._stream.active)
+    def describe(self) -> dict[str, Any]:
+        sd = _sounddevice()
+        return {
+            "kind": "device",
+            "device": sd.query_devices(self.device)["name"],
+            "index": self.device,
+            "blocksize": self.blocksize,
+        }
 
     def close(self) -> None:
         try:

@@ -1,144 +1,154 @@
 """Where a turn's audio goes: the device (audio.player.Player), a WAV file, or both.
 
-Every sink takes sentence boundaries as well as samples, so that "first
-samples played" is reported per sentence by whatever is closest to the
-listener: the device callback when playing, the file write otherwise.
+Every sink sees whole chunks, sentence index included, so that "first samples
+played" is reported per sentence by whatever is closest to the listener: the
+device callback when playing, the file write otherwise.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
+from voicecli.audio.ledger import SpanLedger
+from voicecli.audio.player import Player
 from voicecli.audio.wav import WavWriter
 from voicecli.cancel import CancelToken
-
-PlayedHook = Callable[[int, float], None]
+from voicecli.config import Settings
+from voicecli.errors import VoiceCliError
+from voicecli.frames import (
+    AudioChunk,
+    AudioSink,
+    Playback,
+    PlayedHook,
+    SinkCapabilities,
+    UnderrunHook,
+)
 
 
 class WavSink:
-    """A file: 'played' means written, and nothing is paced."""
+    """A file: 'played' means written, nothing is paced, and every sample is 'heard'."""
+
+    capabilities = SinkCapabilities(paced=False)
 
     def __init__(self, path: Path, sample_rate: int) -> None:
+        self.sample_rate = sample_rate
         self.writer = WavWriter(path, sample_rate)
         self._on_played: PlayedHook | None = None
-        self._pending: int | None = None
+        self._ledger = SpanLedger()
+        self._unplayed: int | None = None  # sentence begun whose first samples are not out
 
-    def set_hooks(self, on_played: PlayedHook | None, on_underrun) -> None:
+    def begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
         self._on_played = on_played
+        self._ledger.reset()
 
-    def begin_turn(self) -> None:
-        pass
-
-    def begin_sentence(self, sentence: int) -> None:
-        self._pending = sentence
-
-    def write(self, samples: np.ndarray, cancel: CancelToken) -> None:
-        self.writer.write(samples)
-        if self._pending is not None and self._on_played is not None:
-            self._on_played(self._pending, time.monotonic())
-        self._pending = None
-
-    def end_sentence(self) -> None:
-        pass
+    def write(self, chunk: AudioChunk, cancel: CancelToken) -> None:
+        if self._ledger.before_write(chunk, self.writer.frames):
+            self._unplayed = chunk.sentence
+        if chunk.samples.size:
+            self.writer.write(chunk.samples)
+            if self._unplayed == chunk.sentence and self._on_played is not None:
+                self._on_played(chunk.sentence, time.monotonic())
+            self._unplayed = None
+        self._ledger.after_write(chunk, self.writer.frames)
 
     def drain(self, cancel: CancelToken) -> bool:
         return not cancel.cancelled
 
-    def flush(self) -> None:
+    def clear(self) -> None:
+        pass  # what was written stays in the file
+
+    def playback(self) -> Playback:
+        return Playback(self._ledger.snapshot(), self.writer.frames, self.sample_rate)
+
+    def pause(self) -> None:
         pass
+
+    def resume(self) -> None:
+        pass
+
+    @property
+    def paused(self) -> bool:
+        return False
+
+    def skip_sentence(self) -> bool:
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "wav", "path": str(self.writer.path)}
 
     def close(self) -> None:
         self.writer.close()
 
 
 class TeeSink:
-    """Several sinks in order; the first one paces and reports."""
+    """A device and a file. The device paces and reports, and its listener's controls
+    and play position are the tee's; the file keeps every sample regardless."""
 
-    def __init__(self, *sinks) -> None:
-        self.sinks = sinks
+    def __init__(self, device: Player, file: WavSink) -> None:
+        self.device = device
+        self.file = file
+        self.capabilities = device.capabilities
 
-    def set_hooks(self, on_played, on_underrun) -> None:
-        for i, sink in enumerate(self.sinks):
-            sink.set_hooks(on_played if i == 0 else None, on_underrun if i == 0 else None)
+    def begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
+        self.device.begin_turn(on_played, on_underrun)
+        self.file.begin_turn(None, None)
 
-    def begin_turn(self) -> None:
-        for sink in self.sinks:
-            sink.begin_turn()
-
-    def begin_sentence(self, sentence: int) -> None:
-        for sink in self.sinks:
-            sink.begin_sentence(sentence)
-
-    def write(self, samples: np.ndarray, cancel: CancelToken) -> None:
+    def write(self, chunk: AudioChunk, cancel: CancelToken) -> None:
         # The file first: it never blocks, while the device may wait for room.
-        for sink in reversed(self.sinks):
-            sink.write(samples, cancel)
-
-    def end_sentence(self) -> None:
-        for sink in self.sinks:
-            sink.end_sentence()
+        self.file.write(chunk, cancel)
+        self.device.write(chunk, cancel)
 
     def drain(self, cancel: CancelToken) -> bool:
-        return all([sink.drain(cancel) for sink in self.sinks])
+        return self.device.drain(cancel)
 
-    def flush(self) -> None:
-        for sink in self.sinks:
-            sink.flush()
+    def clear(self) -> None:
+        self.device.clear()
 
-    def close(self) -> None:
-        for sink in self.sinks:
-            sink.close()
+    def playback(self) -> Playback:
+        return self.device.playback()
 
-    # The pacing sink is the listener's: heard-text tracking follows it.
-    def spans(self):
-        return self.sinks[0].spans()
-
-    def heard_position(self) -> int:
-        return self.sinks[0].heard_position()
-
-    # Playback controls belong to the device; the file keeps every sample regardless.
     def pause(self) -> None:
-        self.sinks[0].pause()
+        self.device.pause()
 
     def resume(self) -> None:
-        self.sinks[0].resume()
+        self.device.resume()
 
     @property
     def paused(self) -> bool:
-        return self.sinks[0].paused
+        return self.device.paused
 
     def skip_sentence(self) -> bool:
-        return self.sinks[0].skip_sentence()
+        return self.device.skip_sentence()
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.device.describe(), "also_written_to": str(self.file.writer.path)}
+
+    def close(self) -> None:
+        self.device.close()
+        self.file.close()
 
 
-def make_sink(settings, sample_rate: int):
+def make_sink(settings: Settings, sample_rate: int) -> AudioSink:
     """The device, the WAV file, or both (--output with --play)."""
-    from voicecli.audio.player import Player
-
     play = settings.play if settings.play is not None else settings.output is None
-    sinks = []
-    if play:
-        sinks.append(
-            Player(
-                sample_rate,
-                device=settings.device,
-                blocksize=settings.blocksize,
-                capacity_seconds=settings.max_audio_ahead,
-            )
-        )
-    if settings.output is not None:
-        try:
-            sinks.append(WavSink(settings.output, sample_rate))
-        except Exception:
-            for sink in sinks:
-                sink.close()
-            raise
-    if not sinks:
-        from voicecli.errors import VoiceCliError
-
+    if not play and settings.output is None:
         raise VoiceCliError("Nothing to do with the audio: --no-play needs --output FILE.wav.")
-    return sinks[0] if len(sinks) == 1 else TeeSink(*sinks)
+    device = None
+    if play:
+        device = Player(
+            sample_rate,
+            device=settings.device,
+            blocksize=settings.blocksize,
+            capacity_seconds=settings.max_audio_ahead,
+        )
+    if settings.output is None:
+        return device
+    try:
+        file = WavSink(settings.output, sample_rate)
+    except BaseException:
+        if device is not None:
+            device.close()
+        raise
+    return file if device is None else TeeSink(device, file)

@@ -40,15 +40,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from voicecli import protocol as p
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.server import protocol as p
+from voicecli.frames import MAX_SPEED, MIN_SPEED
 from voicecli.tts.voices import VoiceSpec
 
 log = logging.getLogger(__name__)
 
-WS_PATH = "/invocations-bidirectional-stream"
-MIN_SPEED, MAX_SPEED = 0.5, 2.0
 MAX_VOICE_CHARS = 200
 
 # Kokoro gives no audio for a text until all of it is synthesized, so a long
@@ -73,7 +72,7 @@ class SpeechModel(Protocol):
 @dataclass(frozen=True)
 class Limits:
     max_queue: int = 16  # speak jobs waiting for the model, all sessions together
-    max_pending_per_session: int = 8  # unanswered speak requests per connection
+    max_pending_per_session: int = p.MAX_IN_FLIGHT  # unanswered speak requests per connection
     max_text_chars: int = 2000  # per speak
     send_queue_frames: int = 32  # audio frames buffered per connection
     frame_samples: int = 4800  # 200 ms per audio frame, the granularity of cancel on the wire
@@ -570,7 +569,7 @@ def create_app(
         routes=[
             Route("/ping", ping, methods=["GET"]),
             Route("/invocations", invocations, methods=["POST"]),
-            WebSocketRoute(WS_PATH, websocket),
+            WebSocketRoute(p.WS_PATH, websocket),
         ],
         lifespan=lifespan,
     )

@@ -20,8 +20,8 @@ import numpy as np
 
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
+from voicecli.frames import SAMPLE_RATE, AudioChunk, Sentence, SynthCapabilities, check_speed
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
-from voicecli.tts import SAMPLE_RATE, AudioChunk, Sentence
 from voicecli.tts.voices import HUB_VOICES, INSTALLED_LANGS, LANGUAGES, VoiceSpec
 
 log = logging.getLogger(__name__)
@@ -207,6 +207,7 @@ class KokoroSynthesizer:
     """Kokoro on this machine. Thread-safe: one synthesis at a time per process."""
 
     sample_rate = SAMPLE_RATE
+    capabilities = SynthCapabilities()
     # Instances share cached models and pipelines, and two forward passes on
     # two CPU cores only slow each other down.
     _lock = threading.Lock()
@@ -219,10 +220,8 @@ class KokoroSynthesizer:
         lang: str | None = None,
         model_dir: Path | None = None,
     ) -> None:
-        if not 0.5 <= speed <= 2.0:
-            raise VoiceCliError(f"Speed {speed} is out of range: use 0.5 to 2.0.")
+        self.speed = check_speed(speed)
         self.spec = VoiceSpec.parse(voice)
-        self.speed = speed
         self.lang = (lang or self.spec.lang_code).lower()
         if self.lang not in LANGUAGES:
             raise VoiceCliError(
@@ -240,6 +239,22 @@ class KokoroSynthesizer:
         spec = VoiceSpec.parse(voice)
         self.voice = load_voice(self.files, spec)
         self.spec = spec
+
+    def set_speed(self, speed: float) -> None:
+        self.speed = check_speed(speed)
+
+    def warm_up(self) -> None:
+        # A process's first forward pass is several hundred ms slower than later ones.
+        for _ in self.synthesize("Hello."):
+            pass
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "local-kokoro",
+            "model_source": self.files.source,
+            "lang": self.lang,
+            "voice": str(self.spec),
+        }
 
     def synthesize(
         self,

@@ -1,6 +1,6 @@
 """Synthesis by a `voicecli serve` container hosted on an Amazon SageMaker endpoint.
 
-Two transports carry voicecli's protocol (``voicecli.server.protocol``):
+Two transports carry voicecli's protocol (``voicecli.protocol``):
 
 * InvokeEndpointWithBidirectionalStream, from the optional package
   ``aws-sdk-sagemaker-runtime-http2`` (Python 3.12+): one duplex stream per turn to
@@ -28,18 +28,16 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from voicecli.cancel import CancelToken
+from voicecli import protocol as p
+from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.server import protocol as p
+from voicecli.frames import AudioChunk, Sentence
 from voicecli.timeline import Timeline
-from voicecli.tts import AudioChunk, Sentence
-from voicecli.tts.remote import TurnState
+from voicecli.tts.protocol_turn import RemoteSynthesizer, TurnState
 
 log = logging.getLogger(__name__)
 
 BIDI_PACKAGE = "aws_sdk_sagemaker_runtime_http2"
-DEFAULT_MAX_IN_FLIGHT = 3  # response-stream requests open at once per turn
-_POLL = 0.05
 _END = object()  # a response stream finished
 
 
@@ -121,10 +119,8 @@ def explain_aws_error(exc: BaseException, endpoint: str, region: str | None) -> 
     return VoiceCliError(f"The {where} failed: {type(exc).__name__}: {exc}.")
 
 
-class SageMakerSynthesizer:
+class SageMakerSynthesizer(RemoteSynthesizer):
     """A Synthesizer backed by a SageMaker endpoint running `voicecli serve`."""
-
-    sample_rate = p.SAMPLE_RATE
 
     def __init__(
         self,
@@ -135,15 +131,14 @@ class SageMakerSynthesizer:
         *,
         endpoint_url: str | None = None,
         bidirectional: bool | None = None,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_in_flight: int = p.MAX_IN_FLIGHT,
         max_attempts: int = 3,
         read_timeout: float = 60.0,
     ) -> None:
         """``endpoint_url`` overrides the runtime's URL (tests, VPC endpoints).
         ``bidirectional`` None: use the bidirectional API where it is installed."""
         self.endpoint_name = endpoint_name
-        self.voice = voice
-        self.speed = speed
+        super().__init__(voice, speed)
         self.max_in_flight = max_in_flight
         self.bidirectional = bidi_available() if bidirectional is None else bidirectional
         if self.bidirectional and not bidi_available():
@@ -259,6 +254,15 @@ class SageMakerSynthesizer:
         finally:
             close_streams()
 
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "sagemaker",
+            "endpoint": self.endpoint_name,
+            "region": self.region,
+            "api": "bidirectional" if self.bidirectional else "response-stream",
+            "voice": self.voice,
+        }
+
     def close(self) -> None:
         self._client.close()
 
@@ -289,7 +293,7 @@ def _get(q: queue.Queue[Any], cancel: CancelToken) -> Any:
     """The next item, or None once cancelled."""
     while not cancel.cancelled:
         try:
-            return q.get(timeout=_POLL)
+            return q.get(timeout=POLL)
         except queue.Empty:
             continue
     return None

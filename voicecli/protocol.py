@@ -36,7 +36,8 @@ import numpy as np
 
 VERSION = 1
 MAGIC = b"VCLI"
-SAMPLE_RATE = 24_000
+SAMPLE_RATE = 24_000  # Kokoro's rate; audio inside voicecli stays at this rate too
+WS_PATH = "/invocations-bidirectional-stream"  # SageMaker's bidirectional route
 STREAM_MEDIA_TYPE = "application/x-voicecli-stream"
 
 KIND_AUDIO = 0x01
@@ -47,6 +48,9 @@ _SEQ = struct.Struct("!I")
 _LENGTH = struct.Struct("!I")
 
 MAX_REQUEST_ID_BYTES = 64
+# Unanswered speak requests one session may have; a server answers `overloaded` beyond it,
+# so clients keep at most this many in flight.
+MAX_IN_FLIGHT = 8
 
 # Client -> server message types.
 SPEAK = "speak"  # request_id, text, optional voice and speed
@@ -89,7 +93,7 @@ class AudioFrame:
 
     def samples(self) -> np.ndarray:
         """The audio as float32 in [-1, 1), the pipeline's format."""
-        return np.frombuffer(self.pcm, dtype="<i2").astype(np.float32) / 32768.0
+        return from_pcm16(self.pcm)
 
 
 def control(type_: str, **fields: Any) -> dict[str, Any]:
@@ -105,8 +109,17 @@ def encode_control_frame(message: dict[str, Any]) -> bytes:
 
 
 def to_pcm16(samples: np.ndarray) -> bytes:
-    clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 32767.0 / 32768.0)
-    return (clipped * 32768.0).astype("<i2").tobytes()
+    """float32 audio as int16 little-endian PCM: the one conversion, for files and the wire.
+
+    Full scale is 32767 so that +1.0 and -1.0 map symmetrically; NaN becomes silence.
+    """
+    clipped = np.clip(np.nan_to_num(np.asarray(samples, dtype=np.float32), nan=0.0), -1.0, 1.0)
+    return np.rint(clipped * 32767.0).astype("<i2").tobytes()
+
+
+def from_pcm16(pcm: bytes) -> np.ndarray:
+    """int16 little-endian PCM as float32 in [-1, 1)."""
+    return np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
 
 
 def encode_audio_frame(request_id: str, seq: int, pcm: bytes) -> bytes:

@@ -1,0 +1,168 @@
+"""The vocabulary every stage speaks: sentences in, audio chunks out, and the contracts of
+the two ends, a ``Synthesizer`` and an ``AudioSink``, with what each can do declared up
+front (``SynthCapabilities``, ``SinkCapabilities``) so that no caller has to probe.
+
+This module sits below the pipeline and every backend; it imports only the wire
+protocol (for the one sample rate) and the error type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from voicecli.errors import VoiceCliError
+from voicecli.protocol import SAMPLE_RATE
+
+if TYPE_CHECKING:
+    from voicecli.cancel import CancelToken
+    from voicecli.timeline import Timeline
+
+__all__ = ["SAMPLE_RATE"]
+
+MIN_SPEED, MAX_SPEED = 0.5, 2.0  # Kokoro's usable speaking rates
+
+
+def check_speed(speed: float, where: str = "Speed") -> float:
+    """``speed`` if Kokoro can use it; a VoiceCliError naming the range otherwise."""
+    if not MIN_SPEED <= speed <= MAX_SPEED:  # also false for NaN
+        raise VoiceCliError(f"{where} {speed} is out of range: use {MIN_SPEED} to {MAX_SPEED}.")
+    return float(speed)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    index: int  # position in the turn, from 0
+    text: str  # what is spoken (normalized)
+    display: str = ""  # what was shown to the user
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """Samples of one sentence. A sentence may arrive in several chunks; ``offset`` says
+    where this one starts in the sentence, so chunks tile it with no gap or overlap."""
+
+    sentence: int  # Sentence.index this audio belongs to
+    samples: np.ndarray  # float32 mono at the synthesizer's sample rate
+    offset: int = 0  # samples of the sentence before this chunk
+    last: bool = False  # the final chunk of that sentence
+
+
+@dataclass(frozen=True)
+class SynthCapabilities:
+    # Audio of a sentence may come in several chunks, before the whole sentence is done.
+    streams_within_sentence: bool = False
+
+
+class Synthesizer(Protocol):
+    """Turns a stream of sentences into a stream of audio chunks.
+
+    Takes an *iterator* of sentences rather than one sentence per call, so that a remote
+    backend can send sentence N+1 while the audio of sentence N is still coming back.
+    """
+
+    sample_rate: int
+    capabilities: SynthCapabilities
+
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
+        """Yield audio for each sentence, in order, as soon as it exists.
+
+        Implementations mark SYNTH_START, SYNTH_FIRST_CHUNK and SYNTH_END on ``timeline``,
+        end each sentence with a chunk whose ``last`` is set, stop at the next chunk once
+        ``cancel`` is set, and raise ``VoiceCliError`` for failures users can fix.
+        """
+        ...
+
+    def set_voice(self, voice: str) -> None:
+        """Speak later sentences with ``voice`` (a name or blend); checked now."""
+        ...
+
+    def set_speed(self, speed: float) -> None: ...
+
+    def warm_up(self) -> None:
+        """Pay one-off start-up costs now (a process's first forward pass is slow)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What this synthesizer is, for reports: kind, model, voice, endpoint."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SinkCapabilities:
+    paced: bool  # plays in real time to a listener; False: a file, "played" means written
+    pause: bool = False
+    skip: bool = False
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where one sentence lies on a sink's timeline, in samples from the turn's start."""
+
+    sentence: int
+    start: int
+    end: int | None = None  # one past its last sample, once known
+    skipped_at: int | None = None  # heard position when the listener skipped the rest
+
+
+@dataclass(frozen=True)
+class Playback:
+    """What a sink has delivered so far: the sentences' spans and the heard position."""
+
+    spans: tuple[Span, ...] = ()
+    position: int = 0  # samples that have reached the listener
+    sample_rate: int = SAMPLE_RATE
+
+
+PlayedHook = Callable[[int, float], None]  # (sentence, monotonic time its first sample played)
+UnderrunHook = Callable[[float], None]
+
+
+class AudioSink(Protocol):
+    """Where a turn's audio goes: the device, a file, or both."""
+
+    capabilities: SinkCapabilities
+
+    def begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
+        """A new turn, whose events these hooks report. Positions (``Playback``) are on
+        the sink's own sample scale: only differences between them mean anything."""
+        ...
+
+    def write(self, chunk: AudioChunk, cancel: CancelToken) -> None:
+        """Queue a chunk, blocking while the sink is full (backpressure) or until cancel."""
+        ...
+
+    def drain(self, cancel: CancelToken) -> bool:
+        """Wait until everything queued reached the listener; False if cancelled."""
+        ...
+
+    def clear(self) -> None:
+        """Silence at once: drop everything queued (called from any thread)."""
+        ...
+
+    def playback(self) -> Playback: ...
+
+    # Listener controls; a sink whose capabilities lack them ignores them.
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def skip_sentence(self) -> bool:
+        """Jump to the next sentence; False when nothing could be skipped."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Where the audio goes, for reports."""
+        ...
+
+    def close(self) -> None: ...

@@ -84,7 +84,7 @@ def test_ring_read_from_empty_is_zero_not_a_block():
 # --- real device ---------------------------------------------------------------------
 def test_samples_reaching_the_device_match_what_was_written(capture_device, tiny_synth):
     device, capture = capture_device
-    speech = np.concatenate(list(tiny_synth.synthesize("Hello there.")))
+    speech = np.concatenate(list(tiny_synth.speaker().speak("Hello there.")))
     played: list[tuple[int, float]] = []
     player = Player(RATE, device=device, blocksize=480)
     player.begin_turn(lambda s, t: played.append((s, t)), None)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.faulty_llm import BreakingLLM, FailingLLM
 from tests.wavfile import read_wav
 from voicecli.audio.sink import WavSink
 from voicecli.cancel import CancelToken
@@ -121,16 +122,15 @@ def test_interrupt_closes_the_llm_stream_and_drops_queued_work(tiny_synth, wav_s
     "status, words", [(401, "API key"), (429, "rate limiting"), (500, "HTTP 500")]
 )
 def test_llm_http_errors_are_clear(tiny_synth, wav_sink, status, words):
-    script = Script.from_text("Hello.", status=status)
-    with ScriptedLLM(script) as server:
+    with FailingLLM(Script.from_text("Hello."), status) as server:
         result = run_turn(tiny_synth, wav_sink, server)
     assert result.error is not None and words in str(result.error)
     assert not result.sentences
 
 
 def test_error_mid_stream_keeps_what_was_said(tiny_synth, wav_sink):
-    script = Script.from_text(REPLY, tokens_per_second=200, error_after=20)
-    with ScriptedLLM(script) as server:
+    script = Script.from_text(REPLY, tokens_per_second=200)
+    with BreakingLLM(script, after=20, how="error") as server:
         result = run_turn(tiny_synth, wav_sink, server)
     assert result.error is not None and "failed" in str(result.error)
     assert result.sentences and result.sentences[0].display == "Sure, I can help."

@@ -410,6 +410,32 @@ def run_ab(
         return run
 
 
+def run_quality(settings: Any, reply: ScriptedReply, name: str, output_dir: Path) -> None:
+    from voicecli import bench_quality, bench_report, display
+    from voicecli.pipeline import TextUnits, TurnOptions
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    if settings.endpoint_url or settings.sagemaker_endpoint:
+        raise VoiceCliError("--quality measures the local Kokoro decoder: drop the endpoint.")
+    units = TextUnits(TurnOptions(code=settings.code))
+    texts = [spoken for _, spoken in units.feed(reply.text) + units.flush()]
+    with display.err.status("Loading the speech model…", spinner="dots"):
+        synth = KokoroSynthesizer(
+            voice=settings.voice, speed=settings.speed, lang=settings.lang,
+            model_dir=settings.model_dir,
+        )  # fmt: skip
+    display.note(f"rendering {len(texts)} sentences {len(bench_quality.STRATEGIES) + 2} ways")
+    result = bench_quality.measure(synth, texts)
+    stem = f"quality-{name}"
+    paths = bench_quality.write_wavs(result.pop("audio"), output_dir, stem)
+    result.update(machine=machine_info(), synth=synth.describe(), scenario=name)
+    paths.insert(0, bench_report.write_json(result, output_dir / f"{stem}.json"))
+    for line in bench_quality.report_lines(result):
+        display.out.print(line, markup=False)
+    for path in paths:
+        display.note(f"wrote {path}")
+
+
 # --- the command ---------------------------------------------------------------------
 def parse_load(value: str) -> list[int]:
     try:
@@ -484,6 +510,12 @@ def parse_load(value: str) -> list[int]:
     type=click.Path(file_okay=False, path_type=Path),
     help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/).",
 )
+@click.option(
+    "--synthesis",
+    type=click.Choice(["phrases", "sentence"]),
+    help="phrases: decode a sentence in phrases when that avoids silence (default); "
+    "sentence: always whole, exact Kokoro.",
+)
 @click.option("--device", help="Output device: sounddevice index or name.")
 @click.option(
     "--play/--no-play",
@@ -511,6 +543,12 @@ def parse_load(value: str) -> list[int]:
     "load",
     metavar="N[,N...]",
     help="Load mode: N concurrent conversations against `voicecli serve`.",
+)
+@click.option(
+    "--quality",
+    is_flag=True,
+    help="Instead of timing: how close audio decoded in parts is to whole-sentence audio "
+    "(SNR and log-mel distance per chunk, and WAVs of each way), with local Kokoro.",
 )
 @click.option(
     "--load-turns",
@@ -555,6 +593,7 @@ def _bench(
     load: str | None,
     load_turns: int,
     trial_timeout: float,
+    quality: bool,
     **flags: Any,
 ) -> None:
     from voicecli import bench_report, display
@@ -567,6 +606,10 @@ def _bench(
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise VoiceCliError(f"Cannot create the output directory {output_dir}: {exc}.") from None
+
+    if quality:
+        run_quality(settings_from(config_path, **flags), reply, name, output_dir)
+        return
 
     if load is not None:
         from voicecli import bench_load

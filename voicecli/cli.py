@@ -38,6 +38,12 @@ def speech_options(f: Callable) -> Callable:
             type=click.Path(file_okay=False, path_type=Path),
             help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/).",
         ),
+        click.option(
+            "--synthesis",
+            type=click.Choice(["phrases", "sentence"]),
+            help="phrases: decode a sentence in phrases when that avoids silence (default); "
+            "sentence: always whole, exact Kokoro.",
+        ),
         click.option("--device", help="Output device: sounddevice index or name."),
         click.option(
             "--output",
@@ -105,7 +111,12 @@ def setup_logging(settings: config.Settings) -> None:
     level = logging.DEBUG if settings.verbose else logging.WARNING
     handlers: list[logging.Handler] = []
     if settings.log_file is not None:
-        handlers.append(logging.FileHandler(settings.log_file, encoding="utf-8"))
+        try:
+            handlers.append(logging.FileHandler(settings.log_file, encoding="utf-8"))
+        except OSError as exc:
+            raise VoiceCliError(
+                f"Cannot write the log file {settings.log_file}: {exc.strerror or exc}."
+            ) from None
     if settings.verbose or settings.log_file is None:
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(
@@ -225,7 +236,7 @@ def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
     show_default=True,
     help="Interface to listen on (the container uses 0.0.0.0).",
 )
-@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--voice")
 @click.option("--lang")
@@ -254,7 +265,7 @@ def voices(model_dir: Path | None, config_path: Path | None) -> None:
     """List Kokoro voices by language and gender."""
     from rich.table import Table
 
-    from voicecli.tts.kokoro_local import ModelFiles
+    from voicecli.tts.kokoro_files import ModelFiles
     from voicecli.tts.voices import gender, language
 
     settings = settings_from(config_path, model_dir=model_dir)

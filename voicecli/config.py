@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from voicecli.errors import VoiceCliError
-from voicecli.frames import check_speed
+from voicecli.frames import MAX_SPEED, MIN_SPEED
 
 DEFAULT_CONFIG_PATH = Path("~/.config/voicecli/config.toml")
 
@@ -22,6 +22,7 @@ class Settings:
     speed: float = 1.0
     lang: str | None = None  # KPipeline lang_code; None: from the voice's first letter
     model_dir: Path | None = None  # local Kokoro files; None: the hub at a pinned revision
+    synthesis: str = "phrases"  # phrases: cut a sentence at pauses when that avoids silence
     # Remote synthesis (SageMaker endpoint, or a local `voicecli serve`)
     sagemaker_endpoint: str | None = None
     region: str | None = None
@@ -49,6 +50,7 @@ class Settings:
     )
     temperature: float | None = None
     max_tokens: int | None = None
+    llm_timeout: float = 20.0  # seconds to connect, and for each piece of the reply
     # Reporting
     timings: bool = False
     verbose: bool = False
@@ -156,15 +158,30 @@ def resolve(
     return settings
 
 
+# The range of every numeric setting, in one place. Values outside it, and NaN and
+# infinities, are refused wherever they come from.
+RANGES: dict[str, tuple[float, float]] = {
+    "speed": (MIN_SPEED, MAX_SPEED),
+    "blocksize": (64, 24000),
+    "max_sentences_ahead": (1, 10_000),
+    "max_audio_ahead": (0.5, 600.0),
+    "temperature": (0.0, 2.0),
+    "max_tokens": (1, 1_000_000),
+    "llm_timeout": (1.0, 3600.0),
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "synthesis": ("phrases", "sentence"),
+    "code": ("placeholder", "skip", "read"),
+    "llm": ("auto", "local", "openai"),
+}
+
+
 def validate(s: Settings) -> None:
-    if s.code not in ("placeholder", "skip", "read"):
-        raise VoiceCliError(f"Setting code={s.code!r}: use placeholder, skip or read.")
-    if s.llm not in ("auto", "local", "openai"):
-        raise VoiceCliError(f"Setting llm={s.llm!r}: use auto, local or openai.")
-    check_speed(s.speed, "Setting speed")
-    if not 64 <= s.blocksize <= 24000:
-        raise VoiceCliError(f"Setting blocksize={s.blocksize}: use 64 to 24000 frames.")
-    if s.max_sentences_ahead < 1:
-        raise VoiceCliError("Setting max_sentences_ahead must be at least 1.")
-    if s.max_audio_ahead < 0.5:
-        raise VoiceCliError("Setting max_audio_ahead must be at least 0.5 seconds.")
+    for name, choices in CHOICES.items():
+        value = vars(s)[name]
+        if value not in choices:
+            raise VoiceCliError(f"Setting {name}={value!r}: use {', '.join(choices)}.")
+    for name, (low, high) in RANGES.items():
+        value = vars(s)[name]
+        if value is not None and not low <= value <= high:  # NaN fails too
+            raise VoiceCliError(f"Setting {name}={value}: use {low:g} to {high:g}.")

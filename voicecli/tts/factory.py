@@ -25,5 +25,9 @@ def make_synthesizer(settings: Settings) -> Synthesizer:
             settings.endpoint_url, voice=settings.voice, speed=settings.speed
         )
     return KokoroSynthesizer(
-        voice=settings.voice, speed=settings.speed, lang=settings.lang, model_dir=settings.model_dir
+        voice=settings.voice,
+        speed=settings.speed,
+        lang=settings.lang,
+        model_dir=settings.model_dir,
+        mode=settings.synthesis,
     )

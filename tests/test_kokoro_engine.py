@@ -1,0 +1,118 @@
+"""The staged Kokoro engine against kokoro's own code: the same audio when run whole,
+exact when decoded in parts with the whole utterance's statistics, and seams that lose
+or duplicate no sample. If kokoro's internals change, these fail first."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import numpy as np
+import pytest
+import torch
+
+from voicecli import bench_quality
+from voicecli.errors import VoiceCliError
+from voicecli.tts.kokoro_engine import KOKORO_VERSION, Statistics, check_model
+
+TEXT = "Hello there, this is a test of the decoder."
+
+
+@pytest.fixture(scope="module")
+def utterance(tiny_synth):
+    torch.manual_seed(7)
+    return tiny_synth.engine.prepare(tiny_synth.phonemes(TEXT)[0], tiny_synth.voice, 1.0)
+
+
+def test_the_pinned_kokoro_is_installed():
+    assert importlib.metadata.version("kokoro") == KOKORO_VERSION
+
+
+def test_whole_decode_is_kokoros_own_forward_pass(tiny_synth):
+    phonemes = tiny_synth.phonemes(TEXT)[0]
+    pack = tiny_synth.voice
+    torch.manual_seed(3)
+    stock = tiny_synth.engine.model(phonemes, pack[len(phonemes) - 1], 1.0).numpy()
+    torch.manual_seed(3)  # the harmonic source is random: the same draws for both
+    utt = tiny_synth.engine.prepare(phonemes, pack, 1.0)
+    ours = tiny_synth.engine.decode(utt, 0, utt.frames)
+    assert ours.shape == stock.shape
+    # Weight norm folded in once instead of per call: float rounding only.
+    np.testing.assert_allclose(ours, stock, atol=1e-5)
+
+
+@pytest.mark.parametrize("ends", [[1, 2, 3, None], [16, 40, 41, None], [7, None]])
+def test_parts_with_the_whole_statistics_are_exact_and_tile(tiny_synth, utterance, ends):
+    engine = tiny_synth.engine
+    whole = engine.decode(utterance, 0, utterance.frames)
+    stats = Statistics.record()
+    engine.decode(utterance, 0, utterance.frames, stats)
+    stats.mode = "fixed"
+    bounds = [0] + [e or utterance.frames for e in ends]
+    parts = [
+        engine.decode(utterance, a, b, stats) for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
+    assert [len(p) for p in parts] == [
+        300 * (b - a) for a, b in zip(bounds, bounds[1:], strict=False)
+    ]
+    np.testing.assert_allclose(np.concatenate(parts), whole, atol=1e-4)
+
+
+def test_parts_with_their_own_statistics_differ_but_tile(tiny_synth, utterance):
+    engine = tiny_synth.engine
+    whole = engine.decode(utterance, 0, utterance.frames)
+    half = utterance.frames // 2
+    stats = Statistics("pooled")
+    parts = [
+        engine.decode(utterance, 0, half, stats),
+        engine.decode(utterance, half, utterance.frames, stats),
+    ]
+    joined = np.concatenate(parts)
+    assert len(joined) == len(whole)
+    assert np.isfinite(joined).all()
+    assert not np.allclose(joined, whole, atol=1e-4)  # the statistics do matter
+
+
+def test_a_kokoro_laid_out_differently_is_refused(tiny_synth):
+    class Stripped(torch.nn.Module):
+        pass
+
+    model = tiny_synth.engine.model
+    saved = model.decoder.generator
+    model.decoder.generator = Stripped()
+    try:
+        with pytest.raises(VoiceCliError, match=f"kokoro=={KOKORO_VERSION}"):
+            check_model(model)
+    finally:
+        model.decoder.generator = saved
+
+
+def test_the_quality_bench_finds_windowing_exact_and_loses_no_sample(tiny_synth):
+    result = bench_quality.measure(tiny_synth, [TEXT, "Short one."])
+    summary = result["summary"]
+    assert summary["windows-exact"]["snr_db_chunk_min"] > 60
+    for strategy in bench_quality.STRATEGIES:
+        assert summary[strategy]["lost_or_duplicated_samples"] == 0
+    assert summary["windows-exact"]["chunks"] > len(result["rows"])  # it did cut
+
+
+@pytest.mark.slow
+def test_pauses_of_the_real_model_are_quiet_word_boundaries(real_model_dir):
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    synth = KokoroSynthesizer(voice="jf_alpha", lang="a", model_dir=real_model_dir)
+    text = "After you restart the app, the connection error should be gone."
+    torch.manual_seed(0)
+    utt = synth.engine.prepare(synth.phonemes(text)[0], synth.voice, 1.0)
+    audio = synth.engine.decode(utt, 0, utt.frames)
+    peak = np.abs(audio).max()
+    pauses = utt.pauses()
+    # The comma's pause, between "app" and "the" (the durations place words too early:
+    # the cut may come up to 12 frames after the comma's frames).
+    starts = 2 * np.concatenate([[0], np.cumsum(utt.durations)])
+    comma = utt.tokens.index(",") + 1  # durations[0] is <bos>
+    assert any(starts[comma] <= p <= starts[comma + 2] + 12 for p in pauses), (pauses, starts)
+    for p in pauses:
+        around = audio[300 * p - 150 : 300 * p + 150]
+        assert np.abs(around).max() < 0.05 * peak, f"cut at frame {p} is not in a pause"
+    # Kokoro's leading silence is silence: what a turn's first sentence leaves out.
+    assert np.abs(audio[: 300 * utt.onset()]).max() < 0.01 * peak

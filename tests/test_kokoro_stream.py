@@ -1,0 +1,65 @@
+"""KokoroSynthesizer.stream: chunks that tile each sentence, cut only where the model
+pauses, whole sentences in "sentence" mode, and cancel acting within one part."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voicecli.cancel import CancelToken
+from voicecli.frames import Sentence
+from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, Timeline
+from voicecli.tts.kokoro_engine import FRAME_SAMPLES, Utterance
+from voicecli.tts.kokoro_local import KokoroSynthesizer
+from voicecli.tts.phrases import CostModel
+
+SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "And a second.")]
+
+
+@pytest.fixture
+def every_few_frames(monkeypatch):
+    """A model that pauses every 30 generator frames, on a machine so slow (and with
+    forward passes so cheap to start) that phrases mode cuts at every pause."""
+    monkeypatch.setattr(Utterance, "pauses", lambda self: list(range(30, self.frames, 30)))
+    monkeypatch.setattr(CostModel, "predict", lambda self, frames, context=0: 5.0 * frames)
+
+
+def chunks_of(synth, sentences, cancel=None):
+    timeline = Timeline()
+    return list(synth.stream(sentences, cancel or CancelToken(), timeline)), timeline
+
+
+def test_phrases_tile_each_sentence_with_no_sample_lost(tiny_synth, every_few_frames):
+    chunks, timeline = chunks_of(tiny_synth, SENTENCES)
+    for sentence in SENTENCES:
+        mine = [c for c in chunks if c.sentence == sentence.index]
+        assert mine[-1].last and not any(c.last for c in mine[:-1])
+        offsets = np.cumsum([0] + [c.samples.size for c in mine])
+        assert [c.offset for c in mine] == offsets[:-1].tolist()  # contiguous, no overlap
+        assert all(c.samples.size % FRAME_SAMPLES == 0 for c in mine)
+        assert timeline.first(SYNTH_FIRST_CHUNK, sentence.index) <= timeline.first(
+            SYNTH_END, sentence.index
+        )
+    assert len([c for c in chunks if c.samples.size]) > len(SENTENCES)  # it cut
+
+
+def test_sentence_mode_decodes_every_sentence_whole(tiny_model_dir, every_few_frames):
+    synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="sentence")
+    chunks, _ = chunks_of(synth, SENTENCES)
+    assert [(c.sentence, c.last) for c in chunks] == [(0, False), (0, True), (1, False), (1, True)]
+
+
+def test_cancel_stops_within_one_part(tiny_synth, every_few_frames):
+    cancel = CancelToken()
+    got = []
+    for chunk in tiny_synth.stream(SENTENCES, cancel, Timeline()):
+        got.append(chunk)
+        cancel.cancel("key")
+    assert len(got) == 1
+
+
+def test_a_bad_mode_is_a_clear_error(tiny_model_dir):
+    from voicecli.errors import VoiceCliError
+
+    with pytest.raises(VoiceCliError, match="phrases or sentence"):
+        KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="windows")

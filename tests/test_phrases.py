@@ -1,0 +1,72 @@
+"""Where the synthesizer cuts a sentence into phrases: the decisions, as pure logic."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from voicecli.tts.phrases import CostModel, PhrasePlan, Playhead
+
+FRAMES = 400  # a 5 s sentence
+PAUSES = [40, 100, 200, 300]
+
+
+def plan(*, rtf: float = 0.5, queued: float = 0.0, prepare: float = 0.2) -> PhrasePlan:
+    p = PhrasePlan(cost=CostModel(rtf=rtf, per_call=0.05, prepare=prepare), min_part=24)
+    if queued:
+        p.playhead = Playhead(started=time.monotonic(), emitted=queued)  # all of it queued
+    return p
+
+
+def test_a_turn_starts_with_the_cut_that_keeps_the_listener_waiting_least():
+    # Fast enough that the part after the first pause decodes while the first plays.
+    assert plan(rtf=0.5).next_end(0, FRAMES, PAUSES) == 40
+
+
+def test_no_cut_when_a_second_forward_pass_costs_more_silence_than_it_saves():
+    # A large cost per call: the stall after a short first phrase outweighs its gain.
+    p = PhrasePlan(cost=CostModel(rtf=0.5, per_call=0.5, prepare=0.2), min_part=24)
+    assert p.next_end(0, 100, [30]) == 100
+    p.cost.per_call = 0.05
+    assert p.next_end(0, 100, [30]) == 30
+
+
+def test_enough_queued_audio_decodes_the_rest_whole_keeping_room_for_the_next_sentence():
+    whole = plan(rtf=0.5, queued=10.0)
+    assert whole.next_end(0, FRAMES, PAUSES) == FRAMES  # exact: no cut at all
+    # Enough for the rest, but not for the rest plus the next sentence's text stages.
+    # Decoding the rest costs 0.05 + 0.5 * 5 = 2.55 s, and 0.7 of 3.7 s queued covers it,
+    # but not with the next sentence's 2 s of text stages as well.
+    tight = plan(rtf=0.5, queued=3.7, prepare=2.0)
+    assert tight.next_end(0, FRAMES, PAUSES) < FRAMES
+
+
+def test_otherwise_the_farthest_pause_that_fits_in_what_is_queued():
+    p = plan(rtf=0.5, queued=2.4)  # 0.7 * 2.4 = 1.68 s of compute: 200 frames (1.3 s) fit
+    assert p.next_end(0, FRAMES, PAUSES) == 200
+    assert p.next_end(200, FRAMES, PAUSES) == 300
+
+
+def test_no_part_shorter_than_the_minimum():
+    p = plan(rtf=0.5)
+    assert p.next_end(0, FRAMES, [10, 390]) == FRAMES  # both would leave a sliver
+    assert p.next_end(0, FRAMES, []) == FRAMES  # no pause: the sentence is one part
+
+
+def test_the_cost_model_learns_the_machine():
+    cost = CostModel(rtf=1.0, per_call=0.05)
+    for _ in range(8):
+        cost.observe(80, 24, 0.05 + 0.25 * 104 * 0.0125)
+    assert cost.rtf == pytest.approx(0.25, abs=0.01)
+    cost.observe_prepare(0.3)
+    assert 0.3 <= cost.prepare < 0.5
+
+
+def test_the_playhead_counts_down_from_the_first_chunk():
+    head = Playhead()
+    assert head.ahead(now=5.0) == 0.0
+    head.emit(2.0, now=10.0)
+    head.emit(1.0, now=10.5)
+    assert head.ahead(now=11.0) == pytest.approx(2.0)
+    assert head.ahead(now=20.0) == 0.0

@@ -1,0 +1,369 @@
+"""Kokoro-82M's acoustic model in stages, so that one utterance can be decoded in parts.
+
+``KModel.forward`` runs everything at once. This module runs the same modules of kokoro
+0.9.4 (pinned in pyproject; ``check_model`` refuses other layouts) in two steps:
+
+``prepare``
+    The text stages over the whole utterance (PL-BERT, durations, F0 and energy, the
+    text encoder), the decoder's front blocks, and the harmonic source. The source is
+    SineGen's running phase over the whole utterance: it is computed once and sliced,
+    because recomputing it per part destroys the waveform.
+``decode(utterance, start, end)``
+    The generator (80-90% of the compute) over a range of its input frames, with
+    ``CONTEXT`` frames on each side so that its convolutions see real neighbours.
+
+What stops a part from being exact is the generator's 48 InstanceNorm layers: they
+normalise over the time axis of whatever they are given. ``decode`` lets them use
+``Statistics``: the whole utterance's (``Statistics.record``; exact, but it costs a whole
+pass, so it only serves to measure), the part's own, or the part's own pooled with the
+parts already decoded (``pooled``, what the synthesizer uses). Measured on the real
+weights, parts normalised over themselves are broken unless they are whole phrases
+bounded by silence, which is why ``Utterance.pauses`` exists: see docs/streaming.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from voicecli.errors import VoiceCliError
+
+KOKORO_VERSION = "0.9.4"  # the kokoro whose module layout this code follows
+FRAME_SAMPLES = 300  # samples per generator input frame: 12.5 ms (an alignment frame is two)
+SOURCE_COLUMNS = 60  # harmonic-source STFT columns per generator frame (hop 5)
+CONTEXT = 12  # generator frames of context on each side of a part: exact with whole stats
+SEAM_SAMPLES = 240  # 10 ms crossfade where two parts meet, inside the context they share
+GENERATOR_NORMS = 48
+# Predicted energy (the N curve, aligned with the audio) below this is silence: at word
+# boundaries on the real weights, 101 of 106 such frames were 35 dB or more below the
+# sentence's peak (the worst 28 dB), where N < 1 let in frames only 7 dB down.
+PAUSE_ENERGY = 0.0
+# The durations place a word boundary up to ~10 generator frames before the audio's: the
+# decoder's convolutions smear it. The quietest frame is looked for this far around it.
+BOUNDARY_SLACK = (4, 12)
+WORD_BREAKS = frozenset(" ,;:—….!?")
+
+
+@dataclass
+class Utterance:
+    """One phoneme chunk after the text stages: everything the generator needs."""
+
+    phonemes: str
+    x: Any  # generator input, [1, 512, frames]
+    source: Any  # harmonic source, [1, 22, 60 * frames + 1]
+    style: Any  # [1, 128]
+    energy: np.ndarray  # predicted energy per generator frame
+    durations: np.ndarray  # alignment frames (25 ms) per input token, <bos> and <eos> included
+    vocab: dict[str, int] = field(repr=False, default_factory=dict)
+
+    @property
+    def frames(self) -> int:
+        return int(self.x.shape[-1])
+
+    @property
+    def samples(self) -> int:
+        return self.frames * FRAME_SAMPLES
+
+    def pauses(self) -> list[int]:
+        """Generator frames where the utterance can be cut between words, in order: near
+        each space or punctuation mark, the quietest frame, if it is quiet enough. Never
+        inside a word, where a stop or a fricative is quiet too."""
+        starts = 2 * np.concatenate([[0], np.cumsum(self.durations)])  # frame of each token
+        tokens = self.tokens
+        cuts: list[int] = []
+        i = 0
+        while i < len(tokens):
+            if tokens[i] not in WORD_BREAKS:
+                i += 1
+                continue
+            j = i
+            while j < len(tokens) and tokens[j] in WORD_BREAKS:
+                j += 1  # ", " is one boundary
+            lo = max(1, int(starts[i + 1]) - BOUNDARY_SLACK[0])
+            hi = min(self.frames - 1, int(starts[j + 1]) + BOUNDARY_SLACK[1])
+            if lo < hi and j < len(tokens):  # not the end of the utterance
+                cut = lo + int(np.argmin(self.energy[lo:hi]))
+                if self.energy[cut] < PAUSE_ENERGY and (not cuts or cut > cuts[-1]):
+                    cuts.append(cut)
+            i = j
+        return cuts
+
+    def onset(self, margin: int = 4) -> int:
+        """The generator frame ``margin`` frames before the first phoneme is heard: the
+        frames before it, Kokoro's <bos>, are silence. (Like KPipeline's word timestamps,
+        the first phoneme starts 3 alignment frames before <bos> ends.)"""
+        return max(0, 2 * (int(self.durations[0]) - 3) - margin)
+
+    @property
+    def tokens(self) -> str:
+        """The phonemes the model saw (those in its vocabulary), one per duration after
+        the leading <bos>."""
+        return "".join(p for p in self.phonemes if p in self.vocab)
+
+
+@dataclass
+class Statistics:
+    """What the generator's InstanceNorm layers normalise with while parts are decoded.
+
+    ``pooled``: each part's own moments added to those of the parts decoded before it,
+    so the later parts of an utterance come close to its whole-utterance statistics.
+    ``own``: each part alone. ``fixed``: given per layer (from ``record``).
+    """
+
+    mode: str = "pooled"  # pooled | own | fixed | record
+    fixed: list[tuple[Any, Any] | None] | None = None
+    _moments: list[tuple[Any, Any, int] | None] = field(
+        default_factory=lambda: [None] * GENERATOR_NORMS
+    )
+
+    @classmethod
+    def record(cls) -> Statistics:
+        """Fills ``fixed`` from the next decode (of a whole utterance)."""
+        return cls("record", fixed=[None] * GENERATOR_NORMS)
+
+    def normalize(self, index: int, x: Any, core: tuple[float, float], norm: Any) -> Any:
+        if self.mode == "fixed":
+            assert self.fixed is not None and self.fixed[index] is not None
+            mean, var = self.fixed[index]
+        else:
+            mean = x.mean(-1, keepdim=True)
+            var = x.var(-1, keepdim=True, unbiased=False)
+            if self.mode == "record":
+                assert self.fixed is not None
+                self.fixed[index] = (mean, var)
+            elif self.mode == "pooled":
+                mean, var = self._pool(index, x, core)
+        y = (x - mean) / torch.sqrt(var + norm.eps)
+        return y * norm.weight[None, :, None] + norm.bias[None, :, None]
+
+    def _pool(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
+        n = x.shape[-1]
+        total, squares = x.sum(-1, keepdim=True), (x * x).sum(-1, keepdim=True)
+        count = n
+        before = self._moments[index]
+        if before is not None:
+            total, squares, count = total + before[0], squares + before[1], count + before[2]
+        mean = total / count
+        var = (squares / count - mean * mean).clamp_min(0.0)
+        # Only the part's own frames count for later parts: context frames are theirs.
+        lo, hi = round(core[0] * n), round(core[1] * n)
+        own = x[..., lo:hi]
+        add = (own.sum(-1, keepdim=True), (own * own).sum(-1, keepdim=True), hi - lo)
+        self._moments[index] = (
+            add if before is None else (before[0] + add[0], before[1] + add[1], before[2] + add[2])
+        )
+        return mean, var
+
+
+class _Norm(torch.nn.Module):
+    """Stands in for one of the generator's InstanceNorm1d layers, normalising with the
+    ``Statistics`` of the decode in progress (stock behaviour when there is none)."""
+
+    def __init__(self, norm: Any, index: int, engine: KokoroEngine) -> None:
+        super().__init__()
+        self.norm = norm
+        self.index = index
+        self.__dict__["engine"] = engine  # not a submodule: the engine owns the model
+
+    def forward(self, x: Any) -> Any:
+        active = self.engine._active
+        if active is None:
+            return self.norm(x)
+        stats, core = active
+        return stats.normalize(self.index, x, core, self.norm)
+
+
+# The attributes of kokoro's modules that this engine calls, module by module.
+_LAYOUT = {
+    "predictor": ("text_encoder", "lstm", "duration_proj", "F0Ntrain"),
+    "decoder": ("encode", "decode", "F0_conv", "N_conv", "asr_res", "generator"),
+    "decoder.generator": (
+        "m_source", "f0_upsamp", "stft", "noise_convs", "noise_res", "ups", "resblocks",
+        "conv_post", "reflection_pad", "num_kernels", "num_upsamples", "post_n_fft",
+    ),
+}  # fmt: skip
+
+
+def check_model(kmodel: Any) -> None:
+    """Refuse a kokoro whose modules are not laid out as this engine expects."""
+    try:
+        for path, names in _LAYOUT.items():
+            module = operator.attrgetter(path)(kmodel)
+            for name in names:
+                getattr(module, name)
+        generator = kmodel.decoder.generator
+        norms = [m.norm for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
+    except AttributeError:
+        norms = []
+    if len(norms) != GENERATOR_NORMS or not all(
+        isinstance(n, torch.nn.InstanceNorm1d | _Norm) for n in norms
+    ):
+        raise VoiceCliError(
+            f"This kokoro package is laid out differently from kokoro {KOKORO_VERSION}, "
+            f"which voicecli's streaming decoder follows. Install kokoro=={KOKORO_VERSION}."
+        )
+
+
+class KokoroEngine:
+    """One KModel in stages. Each ``prepare`` and ``decode`` holds ``lock``: on a CPU two
+    forward passes at once only slow each other down, and the norms' ``Statistics`` belong
+    to one decode. Callers interleave utterances between calls."""
+
+    def __init__(self, kmodel: Any) -> None:
+        check_model(kmodel)
+        self.model = kmodel
+        self.vocab: dict[str, int] = kmodel.vocab
+        self.lock = threading.Lock()
+        self._active: tuple[Statistics, tuple[float, float]] | None = None
+        # Weight norm recomputes every weight on every call; folding it in once gives
+        # identical output for less work per call.
+        for module in kmodel.modules():
+            if "weight_g" in module._parameters:
+                torch.nn.utils.remove_weight_norm(module)
+        generator = kmodel.decoder.generator
+        norms = [m for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
+        for index, adain in enumerate(norms):
+            if not isinstance(adain.norm, _Norm):
+                adain.norm = _Norm(adain.norm, index, self)
+
+    def prepare(self, phonemes: str, pack: Any, speed: float) -> Utterance:
+        """The text stages and the decoder's front for ``phonemes`` (at most 510)."""
+        m = self.model
+        ids = [self.vocab[p] for p in phonemes if p in self.vocab]
+        with self.lock, torch.no_grad():
+            input_ids = torch.LongTensor([[0, *ids, 0]])
+            ref_s = pack[len(phonemes) - 1]
+            length = input_ids.shape[-1]
+            lengths = torch.full((1,), length, dtype=torch.long)
+            mask = torch.gt(torch.arange(length).unsqueeze(0) + 1, lengths.unsqueeze(1))
+            bert = m.bert(input_ids, attention_mask=(~mask).int())
+            d_en = m.bert_encoder(bert).transpose(-1, -2)
+            s = ref_s[:, 128:]
+            d = m.predictor.text_encoder(d_en, s, lengths, mask)
+            x, _ = m.predictor.lstm(d)
+            duration = torch.sigmoid(m.predictor.duration_proj(x)).sum(axis=-1) / speed
+            durations = torch.round(duration).clamp(min=1).long().squeeze(0)
+            indices = torch.repeat_interleave(torch.arange(length), durations)
+            alignment = torch.zeros((length, indices.shape[0]))
+            alignment[indices, torch.arange(indices.shape[0])] = 1
+            alignment = alignment.unsqueeze(0)
+            f0, energy = m.predictor.F0Ntrain(d.transpose(-1, -2) @ alignment, s)
+            asr = m.text_encoder(input_ids, lengths, mask) @ alignment
+            style = ref_s[:, :128]
+            front = self._front(asr, f0, energy, style)
+            source = self._source(f0)
+        return Utterance(
+            phonemes,
+            front,
+            source,
+            style,
+            energy[0].numpy(),
+            durations.numpy().reshape(-1),
+            self.vocab,
+        )
+
+    def _front(self, asr: Any, f0_curve: Any, energy: Any, style: Any) -> Any:
+        dec = self.model.decoder
+        f0 = dec.F0_conv(f0_curve.unsqueeze(1))
+        n = dec.N_conv(energy.unsqueeze(1))
+        x = dec.encode(torch.cat([asr, f0, n], axis=1), style)
+        asr_res = dec.asr_res(asr)
+        residual = True
+        for block in dec.decode:
+            if residual:
+                x = torch.cat([x, asr_res, f0, n], axis=1)
+            x = block(x, style)
+            if block.upsample_type != "none":
+                residual = False
+        return x
+
+    def _source(self, f0_curve: Any) -> Any:
+        gen = self.model.decoder.generator
+        f0 = gen.f0_upsamp(f0_curve[:, None]).transpose(1, 2)
+        harmonics, _, _ = gen.m_source(f0)
+        spec, phase = gen.stft.transform(harmonics.transpose(1, 2).squeeze(1))
+        return torch.cat([spec, phase], dim=1)
+
+    def decode(
+        self,
+        utt: Utterance,
+        start: int,
+        end: int,
+        stats: Statistics | None = None,
+        extra: int = 0,
+    ) -> np.ndarray:
+        """Samples of generator frames [start, end) of ``utt``, and ``extra`` samples after
+        them (from the right context) if the utterance goes on. Without ``stats`` the
+        norms see the part and its context alone."""
+        lo, hi = max(0, start - CONTEXT), min(utt.frames, end + CONTEXT)
+        width = hi - lo
+        core = ((start - lo) / width, (end - lo) / width)
+        x = utt.x[:, :, lo:hi]
+        source = utt.source[:, :, SOURCE_COLUMNS * lo : SOURCE_COLUMNS * hi + 1]
+        with self.lock:
+            self._active = (stats or Statistics("own"), core)
+            try:
+                with torch.no_grad():
+                    audio = self._generate(x, utt.style, source).reshape(-1)
+            finally:
+                self._active = None
+        a = (start - lo) * FRAME_SAMPLES
+        b = a + (end - start) * FRAME_SAMPLES + (extra if end < utt.frames else 0)
+        return audio[a:b].numpy().astype(np.float32, copy=True)
+
+    def _generate(self, x: Any, style: Any, source: Any) -> Any:
+        gen = self.model.decoder.generator
+        for i in range(gen.num_upsamples):
+            x = F.leaky_relu(x, negative_slope=0.1)
+            x_source = gen.noise_res[i](gen.noise_convs[i](source), style)
+            x = gen.ups[i](x)
+            if i == gen.num_upsamples - 1:
+                x = gen.reflection_pad(x)
+            x = x + x_source
+            blocks = gen.resblocks[i * gen.num_kernels : (i + 1) * gen.num_kernels]
+            x = sum(block(x, style) for block in blocks) / gen.num_kernels
+        x = gen.conv_post(F.leaky_relu(x))
+        spec = x[:, : gen.post_n_fft // 2 + 1, :].exp()
+        phase = x[:, gen.post_n_fft // 2 + 1 :, :].sin()
+        return gen.stft.inverse(spec, phase)
+
+
+class PartDecoder:
+    """Decodes one utterance part after part, crossfading each seam over ``SEAM_SAMPLES``:
+    the previous part's decode of the samples after its end fades into the next part's.
+    With the whole utterance's statistics both are the same, so it stays exact."""
+
+    def __init__(
+        self, engine: KokoroEngine, utt: Utterance, stats: Statistics, start: int = 0
+    ) -> None:
+        self.engine = engine
+        self.utt = utt
+        self.stats = stats
+        self.position = start
+        self._tail: np.ndarray | None = None  # the previous part's view past its end
+
+    def next(self, end: int) -> np.ndarray:
+        """The samples from the current position to generator frame ``end``."""
+        audio = self.engine.decode(self.utt, self.position, end, self.stats, SEAM_SAMPLES)
+        core = (end - self.position) * FRAME_SAMPLES
+        part, tail = audio[:core], audio[core:]
+        if self._tail is not None:
+            n = min(len(self._tail), len(part))
+            fade = np.linspace(0.0, 1.0, n, endpoint=False, dtype=np.float32)
+            part[:n] = self._tail[:n] * (1.0 - fade) + part[:n] * fade
+        self._tail = tail if len(tail) else None
+        self.position = end
+        return part
+
+
+@functools.lru_cache(maxsize=2)
+def engine_for(kmodel: Any) -> KokoroEngine:
+    """One engine per loaded model: the engine changes the model's norm layers."""
+    return KokoroEngine(kmodel)

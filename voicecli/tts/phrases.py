@@ -1,0 +1,119 @@
+"""When to cut an utterance's audio into phrases, and when not to.
+
+A sentence decoded whole is exact Kokoro. Decoded in parts, each part's InstanceNorm
+statistics are its own (pooled with the parts before it), which sounds natural only
+when the part is a phrase bounded by silence; so parts are cut only inside pauses the
+model itself predicts, and only when waiting for the whole rest would leave the
+listener in silence. The decision compares two things it measures as it goes:
+
+* ``Playhead``: how much audio the listener still has queued, on a virtual playhead
+  that starts playing at the first chunk and never pauses. The device starts later and
+  may pause, so the real queue is never shorter than this estimate.
+* ``CostModel``: how long decoding takes on this machine, now (a real-time factor
+  learned from every part decoded, so that a busy CPU, say one shared with an LLM,
+  makes the next parts smaller).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from voicecli.frames import SAMPLE_RATE
+
+FRAME_SECONDS = 300 / SAMPLE_RATE  # one generator frame, 12.5 ms
+# Shortest phrase worth a cut (24 generator frames, 0.3 s, "Sure,"): parts from 0.3 to
+# 0.75 s measured alike against whole sentences (docs/streaming.md).
+MIN_PART_FRAMES = 24
+SAFETY = 0.7  # plan for decoding to take this much of the queued audio, at most
+
+
+@dataclass
+class CostModel:
+    """Seconds to decode ``n`` generator frames: a fixed cost per call plus a real-time
+    factor, both learned from measurements. Starts pessimistic: a first guess that is
+    too low would leave a gap, one that is too high only cuts a little early."""
+
+    rtf: float = 1.0
+    per_call: float = 0.05
+    prepare: float = 0.5  # seconds of text stages before a sentence's first part
+    alpha: float = 0.5  # weight of the newest measurement
+
+    def predict(self, frames: int, context: int = 0) -> float:
+        return self.per_call + self.rtf * (frames + context) * FRAME_SECONDS
+
+    def observe(self, frames: int, context: int, seconds: float) -> None:
+        audio = (frames + context) * FRAME_SECONDS
+        if audio <= 0:
+            return
+        rtf = max(0.01, (seconds - self.per_call) / audio)
+        self.rtf += self.alpha * (rtf - self.rtf)
+
+    def observe_prepare(self, seconds: float) -> None:
+        self.prepare += self.alpha * (seconds - self.prepare)
+
+
+@dataclass
+class Playhead:
+    """A listener who starts playing at the first chunk of a turn and plays at 1x."""
+
+    started: float | None = None
+    emitted: float = 0.0  # seconds of audio handed out
+
+    def emit(self, seconds: float, now: float | None = None) -> None:
+        if self.started is None:
+            self.started = time.monotonic() if now is None else now
+        self.emitted += seconds
+
+    def ahead(self, now: float | None = None) -> float:
+        """Seconds of audio the listener has queued and not yet heard."""
+        if self.started is None:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        return max(0.0, self.emitted - (now - self.started))
+
+
+@dataclass
+class PhrasePlan:
+    """Chooses the end of the next part of an utterance."""
+
+    cost: CostModel = field(default_factory=CostModel)
+    playhead: Playhead = field(default_factory=Playhead)
+    context: int = 0  # extra frames each decode pays for, outside the part
+    min_part: int = MIN_PART_FRAMES
+
+    def next_end(self, start: int, frames: int, pauses: list[int]) -> int:
+        """Where the part beginning at ``start`` should end (``frames`` = the end).
+
+        The whole rest if its decoding fits in the queued audio, keeping room for the next
+        sentence's text stages and first phrase; otherwise the farthest pause whose part
+        still fits. With nothing queued (the start of a turn) or nothing fitting, the
+        pause that keeps the listener waiting least in all: the wait for this part plus
+        the stall, if any, while the part after it is decoded. Every cut is in a pause,
+        so a stall only lengthens a pause the voice makes anyway.
+        """
+        ahead = self.playhead.ahead()
+        budget = SAFETY * ahead
+        after = self.cost.prepare + self.cost.predict(self.min_part, self.context)
+        if self.cost.predict(frames - start, self.context) <= budget - after:
+            return frames
+        usable = [p for p in pauses if p - start >= self.min_part and frames - p >= self.min_part]
+        fitting = [p for p in usable if self.cost.predict(p - start, self.context) <= budget]
+        if fitting:
+            return fitting[-1]
+        return min(
+            [*usable, frames], key=lambda end: self._silence(start, end, frames, usable, ahead)
+        )
+
+    def _silence(self, start: int, end: int, frames: int, pauses: list[int], ahead: float) -> float:
+        """Seconds the listener waits if the next part ends at ``end``: for it to be
+        decoded, then for the one after it (to the next pause or the end) once this
+        one's audio has run out."""
+        wait = max(0.0, self.cost.predict(end - start, self.context) - ahead)
+        if end == frames:
+            return wait
+        following = next((p for p in pauses if p - end >= self.min_part), frames)
+        queued = (
+            ahead + (end - start) * FRAME_SECONDS - self.cost.predict(end - start, self.context)
+        )
+        return wait + max(0.0, self.cost.predict(following - end, self.context) - max(0.0, queued))

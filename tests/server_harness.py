@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 
-from voicecli.server.app import Limits, SpeechModel
+from websockets.sync.client import ClientConnection, connect
+
+from voicecli import protocol as p
+from voicecli.server.engine import SpeechModel
+from voicecli.server.requests import Limits
 from voicecli.server.run import bind, make_server
 
 
@@ -51,3 +58,46 @@ class RunningServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+WS = "/invocations-bidirectional-stream"
+RECV_TIMEOUT = 120  # generous: two busy cores; no test depends on it for timing
+
+
+def ping_status(server: RunningServer) -> int:
+    try:
+        with urllib.request.urlopen(server.http_url + "/ping", timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def ws_connect(server: RunningServer) -> ClientConnection:
+    return connect(server.ws_url + WS, open_timeout=10, max_size=None, proxy=None)
+
+
+def speak(request_id: str, text: str, **extra: object) -> str:
+    return json.dumps({"v": 1, "type": "speak", "request_id": request_id, "text": text, **extra})
+
+
+def recv(ws: ClientConnection) -> dict | p.AudioFrame:
+    return p.decode_server_frame(ws.recv(timeout=RECV_TIMEOUT))
+
+
+def recv_control(ws: ClientConnection) -> dict:
+    """The next control message, skipping audio."""
+    while isinstance(message := recv(ws), p.AudioFrame):
+        pass
+    return message
+
+
+def collect(ws: ClientConnection, request_id: str) -> tuple[list[p.AudioFrame], dict]:
+    """Audio frames of one request up to its terminal message (sentence_done or error)."""
+    frames: list[p.AudioFrame] = []
+    while True:
+        message = recv(ws)
+        if isinstance(message, p.AudioFrame):
+            assert message.request_id == request_id
+            frames.append(message)
+        elif message.get("request_id") == request_id:
+            return frames, message

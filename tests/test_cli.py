@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.faulty_llm import FailingLLM
 from tests.wavfile import read_wav
 from voicecli.cli import cli
 from voicecli.config import Settings
@@ -179,7 +180,7 @@ def test_chat_once_speaks_the_streamed_reply(tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize("status, words", [(401, "API key"), (429, "rate limiting")])
 def test_chat_llm_errors_exit_nonzero(tiny_model_dir, tmp_path, status, words):
-    with ScriptedLLM(Script.from_text("Hi.", status=status)) as llm:
+    with FailingLLM(Script.from_text("Hi."), status) as llm:
         result = run(
             [
                 "chat",

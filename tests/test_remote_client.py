@@ -15,7 +15,7 @@ from voicecli.cancel import CancelToken
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.frames import Sentence
-from voicecli.server.app import Limits
+from voicecli.server.requests import Limits
 from voicecli.server.run import bind, kokoro_factory
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.remote import WebSocketSynthesizer, websocket_url

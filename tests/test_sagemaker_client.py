@@ -114,8 +114,14 @@ def test_end_to_end_through_the_real_container_stream() -> None:
     class Sine:
         sample_rate = p.SAMPLE_RATE
 
-        def synthesize(
-            self, text: str, cancel: Any = None, voice: Any = None, speed: Any = None
+        def phonemes(self, text: str) -> list[str]:
+            return [text]
+
+        def speaker(self) -> Any:
+            return self
+
+        def speak_phonemes(
+            self, chunks: list[str], cancel: Any = None, voice: Any = None, speed: Any = None
         ) -> Iterator[np.ndarray]:
             yield np.sin(np.arange(7000, dtype=np.float32) / 10) * 0.5
 

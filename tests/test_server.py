@@ -15,31 +15,33 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from tests.server_harness import RunningServer
+from tests.server_harness import (
+    RECV_TIMEOUT,
+    WS,
+    RunningServer,
+    collect,
+    ping_status,
+    recv,
+    recv_control,
+    speak,
+    ws_connect,
+)
 from voicecli import protocol as p
 from voicecli.cancel import CancelToken
 from voicecli.config import Settings
-from voicecli.server.app import Limits, Outbox, split_sentences
+from voicecli.server.outbox import Outbox
+from voicecli.server.requests import Limits, split_sentences
 from voicecli.server.run import kokoro_factory
-from voicecli.tts import kokoro_local
+from voicecli.tts import kokoro_files
 
 ROOT = Path(__file__).resolve().parent.parent
-WS = "/invocations-bidirectional-stream"
-RECV_TIMEOUT = 120  # generous: two busy cores; no test depends on it for timing
-
-
-def ping_status(server: RunningServer) -> int:
-    try:
-        with urllib.request.urlopen(server.http_url + "/ping", timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
 
 
 @pytest.fixture(scope="module")
@@ -63,37 +65,6 @@ def ready(server: RunningServer) -> RunningServer:
     server.gate.set()  # type: ignore[attr-defined]
     server.wait_ready()
     return server
-
-
-def ws_connect(server: RunningServer) -> ClientConnection:
-    return connect(server.ws_url + WS, open_timeout=10, max_size=None, proxy=None)
-
-
-def speak(request_id: str, text: str, **extra: object) -> str:
-    return json.dumps({"v": 1, "type": "speak", "request_id": request_id, "text": text, **extra})
-
-
-def recv(ws: ClientConnection) -> dict | p.AudioFrame:
-    return p.decode_server_frame(ws.recv(timeout=RECV_TIMEOUT))
-
-
-def recv_control(ws: ClientConnection) -> dict:
-    """The next control message, skipping audio."""
-    while isinstance(message := recv(ws), p.AudioFrame):
-        pass
-    return message
-
-
-def collect(ws: ClientConnection, request_id: str) -> tuple[list[p.AudioFrame], dict]:
-    """Audio frames of one request up to its terminal message (sentence_done or error)."""
-    frames: list[p.AudioFrame] = []
-    while True:
-        message = recv(ws)
-        if isinstance(message, p.AudioFrame):
-            assert message.request_id == request_id
-            frames.append(message)
-        elif message.get("request_id") == request_id:
-            return frames, message
 
 
 def test_ping_is_unhealthy_until_the_model_has_loaded(server: RunningServer) -> None:
@@ -304,9 +275,15 @@ class GatedModel:
         self.release = threading.Event()
         self.started = threading.Event()
 
-    def synthesize(
+    def phonemes(self, text: str) -> list[str]:
+        return [text]
+
+    def speaker(self) -> Any:
+        return self  # one stand-in listener for every connection
+
+    def speak_phonemes(
         self,
-        text: str,
+        chunks: list[str],
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
@@ -317,10 +294,14 @@ class GatedModel:
             yield self.noise
 
 
-def test_full_job_queue_answers_overloaded_and_a_slow_reader_is_bounded() -> None:
+def test_full_job_queue_answers_overloaded_and_a_reader_that_stops_is_ended() -> None:
     model = GatedModel()
     limits = Limits(
-        max_queue=2, send_queue_frames=4, frame_samples=GatedModel.chunk_samples, stall_timeout=1.0
+        max_queue=2,
+        send_queue_frames=4,
+        frame_samples=GatedModel.chunk_samples,
+        stall_timeout=1.0,
+        max_request_seconds=1000.0,  # a job is 400 s of noise
     )
     running = RunningServer(lambda: model, limits).start()
     try:
@@ -332,28 +313,27 @@ def test_full_job_queue_answers_overloaded_and_a_slow_reader_is_bounded() -> Non
         busy = connect(running.ws_url + WS, sock=sock, max_size=None, max_queue=1, proxy=None)
         with busy, ws_connect(running) as other:
             busy.send(speak("j0", "a"))
-            assert model.started.wait(RECV_TIMEOUT)  # j0 holds the model; the queue is empty
+            assert model.started.wait(RECV_TIMEOUT)
             busy.send(speak("j1", "a"))
-            busy.send(speak("j2", "a"))
-            other.send(speak("k0", "a"))  # a third queued job across sessions: over the limit
+            other.send(speak("k0", "a"))  # a third job across sessions: over the limit
             error = recv_control(other)
             assert error["code"] == p.OVERLOADED and error["request_id"] == "k0"
             model.release.set()
-            # `busy` reads nothing: j0 pauses once the outbox is full, then gives up after
-            # 1 s, and the model moves on instead of buffering the whole job.
-            time.sleep(limits.stall_timeout * 1.5)
+            # `busy` reads nothing: its audio stops at the outbox's bound, and after 1 s
+            # the server ends it, rather than buffering the whole job or holding the model.
+            time.sleep(limits.stall_timeout * 2.5)
+            other.send(speak("k1", "a"))  # the model is free for others again
+            frames, done = collect(other, "k1")
+            assert done["type"] == "sentence_done" and len(frames) == GatedModel.chunks, done
             messages = []
-            while not (
-                messages
-                and isinstance(messages[-1], dict)
-                and messages[-1].get("request_id") == "j2"
-            ):
-                messages.append(recv(busy))
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    messages.append(recv(busy))
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
             audio_j0 = [m for m in messages if isinstance(m, p.AudioFrame) and m.request_id == "j0"]
             assert len(audio_j0) < GatedModel.chunks
-            j0 = [m for m in messages if isinstance(m, dict) and m.get("request_id") == "j0"]
-            assert [m.get("code") for m in j0] == [p.SLOW_CONSUMER]
-            assert messages[-1]["type"] == "sentence_done"  # j2 was served normally
+            errors = [m for m in messages if isinstance(m, dict)]
+            assert [m.get("code") for m in errors] == [p.SLOW_CONSUMER]
     finally:
         running.stop()
 
@@ -361,17 +341,18 @@ def test_full_job_queue_answers_overloaded_and_a_slow_reader_is_bounded() -> Non
 def test_outbox_bounds_audio_but_not_control() -> None:
     import asyncio
 
-    from voicecli.server.app import Job, OutAudio
+    from voicecli.server.engine import Job
+    from voicecli.server.outbox import OutAudio
 
     async def scenario() -> None:
-        outbox = Outbox(Limits(send_queue_frames=2))
+        outbox = Outbox(Limits(send_queue_frames=2), asyncio.get_running_loop())
         job = Job("r", "t", None, None, outbox)
-        assert await outbox.put_audio(job, b"1") and await outbox.put_audio(job, b"2")
-        third = asyncio.ensure_future(outbox.put_audio(job, b"3"))
-        await asyncio.sleep(0.01)
-        assert not third.done()  # full: the producer waits
-        job.cancel_now()  # cancel drops queued audio, wakes the producer, replies at once
-        assert await third is False
+        outbox.put_audio("r", [b"1"])
+        assert outbox.has_room
+        outbox.put_audio("r", [b"2"])
+        assert not outbox.has_room  # full: the engine adds no more for this client
+        job.cancel_now()  # cancel drops queued audio and replies at once
+        assert outbox.has_room
         item = await outbox.get()
         assert not isinstance(item, OutAudio) and item["cancelled"] is True
 
@@ -381,6 +362,6 @@ def test_outbox_bounds_audio_but_not_control() -> None:
 def test_dockerfile_pins_the_model_revision_and_declares_bidirectional_streaming() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert "com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true" in dockerfile
-    assert re.search(rf"KOKORO_REVISION={kokoro_local.REVISION}\b", dockerfile)
+    assert re.search(rf"KOKORO_REVISION={kokoro_files.REVISION}\b", dockerfile)
     assert "EXPOSE 8080" in dockerfile
     assert "download.pytorch.org/whl/cpu" in dockerfile

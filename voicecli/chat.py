@@ -51,6 +51,7 @@ def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
             model=settings.model,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
+            timeout=settings.llm_timeout,
         )
     from voicecli.llm_local import LocalLLMServer
 

@@ -73,6 +73,7 @@ TEXT_TOO_LONG = "text_too_long"
 OVERLOADED = "overloaded"  # the job queue or the session's limit is full: retry later
 SLOW_CONSUMER = "slow_consumer"  # the client stopped reading; the server gives up on it
 SYNTHESIS_FAILED = "synthesis_failed"
+SERVER_ERROR = "server_error"  # the server failed to handle a message: its bug, not yours
 
 
 class ProtocolError(Exception):
@@ -132,17 +133,18 @@ def encode_audio_frame(request_id: str, seq: int, pcm: bytes) -> bytes:
 def _parse_json(data: str | bytes) -> dict[str, Any]:
     try:
         message = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise ProtocolError(BAD_JSON, "control message is not valid JSON") from None
     if not isinstance(message, dict):
         raise ProtocolError(BAD_JSON, "control message must be a JSON object")
     if not isinstance(message.get("type"), str):
         raise ProtocolError(BAD_REQUEST, 'control message has no "type" string')
     version = message.get("v", VERSION)
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:  # true == 1 in Python, not here
         raise ProtocolError(
             BAD_VERSION,
-            f"protocol version {version!r} is not supported; this server speaks version {VERSION}",
+            f"protocol version {str(version)[:20]!r} is not supported; this server speaks "
+            f"version {VERSION}",
         )
     return message
 

@@ -31,8 +31,6 @@ class Script:
     tokens: list[str]
     token_interval: float = 0.02  # seconds between tokens
     pauses: dict[int, float] = field(default_factory=dict)  # token index -> extra pause before it
-    status: int = 200  # non-200: answer with an OpenAI-style error body instead
-    error_after: int | None = None  # send an error event after this many tokens
     model: str = "scripted"
 
     @classmethod
@@ -129,81 +127,69 @@ class ScriptedLLM:
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._json(404, {"error": {"message": "not found", "type": "invalid_request"}})
                     return
-                script = server.script
                 served = Served(messages=body.get("messages", []))
                 with server._lock:
                     server.requests.append(served)
-                if script.status != 200:
-                    self._json(
-                        script.status,
-                        {
-                            "error": {
-                                "message": f"scripted HTTP {script.status}",
-                                "type": "scripted",
-                                "code": str(script.status),
-                            }
-                        },
-                    )
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
                 try:
-                    self._stream(script, served, body)
+                    server.respond(Reply(self), server.script, served, body)
                 except (BrokenPipeError, ConnectionResetError):
                     served.disconnected = True
 
-            def _stream(self, script: Script, served: Served, body: dict) -> None:
-                created = int(time.time())
-                for i, token in enumerate(script.tokens):
-                    time.sleep(script.token_interval + script.pauses.get(i, 0.0))
-                    if script.error_after is not None and i == script.error_after:
-                        self._event(
-                            {
-                                "error": {
-                                    "message": "scripted failure mid-stream",
-                                    "type": "server_error",
-                                }
-                            }
-                        )
-                        self._end()
-                        return
-                    self._event(
-                        _chunk(
-                            created,
-                            body.get("model", script.model),
-                            {"content": token} if i else {"role": "assistant", "content": token},
-                            None,
-                        )
-                    )
-                    served.sent_at.append(time.monotonic())
-                self._event(_chunk(created, body.get("model", script.model), {}, "stop"))
-                self._write(b"data: [DONE]\n\n")
-                self._end()
-                served.finished_at = time.monotonic()
-
-            def _event(self, payload: dict) -> None:
-                self._write(f"data: {json.dumps(payload)}\n\n".encode())
-
-            def _write(self, data: bytes) -> None:
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-
-            def _end(self) -> None:
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-
             def _json(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                Reply(self).json(status, payload)
 
         return Handler
+
+    def respond(self, reply: Reply, script: Script, served: Served, body: dict) -> None:
+        """Answer one chat request: the script, streamed. Tests override this to misbehave."""
+        reply.start_stream()
+        created = int(time.time())
+        model = body.get("model", script.model)
+        for i, token in enumerate(script.tokens):
+            time.sleep(script.token_interval + script.pauses.get(i, 0.0))
+            delta = {"content": token} if i else {"role": "assistant", "content": token}
+            reply.event(_chunk(created, model, delta, None))
+            served.sent_at.append(time.monotonic())
+        reply.event(_chunk(created, model, {}, "stop"))
+        reply.write(b"data: [DONE]\n\n")
+        reply.end()
+        served.finished_at = time.monotonic()
+
+
+class Reply:
+    """One response of the scripted server: a chunked server-sent-event stream or JSON."""
+
+    def __init__(self, handler: BaseHTTPRequestHandler) -> None:
+        self.handler = handler
+
+    def start_stream(self) -> None:
+        h = self.handler
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-cache")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+    def event(self, payload: dict) -> None:
+        self.write(f"data: {json.dumps(payload)}\n\n".encode())
+
+    def write(self, data: bytes) -> None:
+        """One HTTP chunk."""
+        self.handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.handler.wfile.flush()
+
+    def end(self) -> None:
+        self.handler.wfile.write(b"0\r\n\r\n")
+        self.handler.wfile.flush()
+
+    def json(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        h = self.handler
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
 
 
 def _chunk(created: int, model: str, delta: dict, finish: str | None) -> dict:

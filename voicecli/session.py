@@ -18,6 +18,7 @@ from types import FrameType
 from voicecli import display
 from voicecli.audio.player import resolve_device
 from voicecli.audio.sink import make_sink
+from voicecli.audio.wav import check_writable
 from voicecli.cancel import CancelToken
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
@@ -106,8 +107,11 @@ class Session:
         self._interrupted_once = False
 
     def __enter__(self) -> Session:
+        # A bad device or output path fails before the model loads, not after.
         if self.settings.play or (self.settings.play is None and self.settings.output is None):
-            resolve_device(self.settings.device)  # a bad device fails before the model loads
+            resolve_device(self.settings.device)
+        if self.settings.output is not None:
+            check_writable(self.settings.output)
         self._install_sigint()
         try:
             with display.err.status("Loading the speech model…", spinner="dots"):

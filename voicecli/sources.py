@@ -75,7 +75,7 @@ class ChatClient:
         model: str,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        timeout: float = 60.0,
+        timeout: float = 20.0,
         max_retries: int = 1,
     ) -> None:
         from openai import OpenAI
@@ -84,6 +84,9 @@ class ChatClient:
         self.base_url = base_url
         self.temperature = temperature
         self.max_tokens = max_tokens
+        # ``timeout`` bounds each wait: the connection, the first byte, and each gap
+        # between pieces of the reply. A server that never answers is reported, not awaited.
+        self.timeout = timeout
         self.client = OpenAI(
             base_url=base_url,
             api_key=api_key or "not-needed",
@@ -122,6 +125,11 @@ class ChatClient:
                 f"{where} does not know model {self.model!r} or the chat endpoint (HTTP 404). "
                 "Check --model and --base-url."
             ) from None
+        except openai.APITimeoutError:
+            raise VoiceCliError(
+                f"The LLM server at {where} did not answer within {self.timeout:g} s. It may be "
+                "overloaded or stuck; raise llm_timeout if it is just slow."
+            ) from None
         except openai.APIConnectionError as exc:
             raise VoiceCliError(
                 f"Cannot reach the LLM server at {where} ({type(exc).__name__}). "
@@ -134,12 +142,14 @@ class ChatClient:
         # Closing the response aborts the HTTP read this thread may be blocked in.
         cancel.on_cancel(response.close)
         first = True
+        finished = False  # the server said the reply is complete (a finish reason)
         try:
             for chunk in response:
                 if cancel.cancelled:
                     return
                 if not chunk.choices:
                     continue
+                finished = finished or chunk.choices[0].finish_reason is not None
                 piece = chunk.choices[0].delta.content
                 if not piece:
                     continue
@@ -147,6 +157,20 @@ class ChatClient:
                     timeline.mark(FIRST_TOKEN)
                     first = False
                 yield piece
+        except openai.APITimeoutError:
+            if cancel.cancelled:
+                return
+            raise VoiceCliError(
+                f"The LLM server at {where} stopped sending its reply for {self.timeout:g} s; "
+                "the reply was cut off there."
+            ) from None
+        except openai.APIConnectionError:
+            if cancel.cancelled:
+                return
+            raise VoiceCliError(
+                f"The connection to the LLM server at {where} broke off mid-reply; what had "
+                "arrived was spoken."
+            ) from None
         except openai.APIError as exc:
             if cancel.cancelled:
                 return
@@ -159,6 +183,11 @@ class ChatClient:
             ) from None
         finally:
             response.close()
+        if not finished and not cancel.cancelled:
+            raise VoiceCliError(
+                f"The reply from {where} was cut off: the stream ended before the server "
+                "said it was complete. What had arrived was spoken."
+            )
 
 
 def _short(text: str | None, limit: int = 200) -> str:

@@ -8,15 +8,20 @@ word and listens on 0.0.0.0:8080 by default.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import socket
 from collections.abc import Callable, Sequence
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
-from voicecli.server.app import Limits, SpeechModel, create_app
+from voicecli.server.app import create_app
+from voicecli.server.engine import SpeechModel
+from voicecli.server.requests import Limits
 
 SAGEMAKER_PORT = 8080
 
@@ -32,6 +37,46 @@ def bind(host: str, port: int) -> socket.socket:
         ) from None
 
 
+class HeadTimeoutH11(H11Protocol):
+    """uvicorn's HTTP/1.1, with a deadline for each request's head. uvicorn closes idle
+    keep-alive connections, but a client that trickles its headers a byte at a time
+    would hold a connection (and a file descriptor) forever."""
+
+    head_timeout = 10.0
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()  # the next request on a kept-alive connection gets a deadline too
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # the head has arrived
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.head_timeout, self._expire)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _expire(self) -> None:
+        self._head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
+
+
 def make_server(
     synth_factory: Callable[[], SpeechModel], limits: Limits | None = None, log_level: str = "info"
 ) -> uvicorn.Server:
@@ -39,6 +84,7 @@ def make_server(
     config = uvicorn.Config(
         create_app(synth_factory, limits),
         log_level=log_level,
+        http=HeadTimeoutH11,
         # Oversized frames are refused by the WebSocket layer (close code 1009).
         ws_max_size=limits.max_message_bytes,
         # SageMaker's sidecar pings every 60 s itself; ours only detects dead peers.
@@ -68,6 +114,7 @@ def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
         from voicecli.tts.kokoro_local import KokoroSynthesizer
 
         return KokoroSynthesizer(
+            mode=settings.synthesis,
             voice=settings.voice,
             speed=settings.speed,
             lang=settings.lang,
@@ -82,6 +129,13 @@ def run_server(settings: Settings, host: str, port: int) -> None:
     serve(host, port, kokoro_factory(settings), log_level="debug" if settings.verbose else "info")
 
 
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0 to 65535)")
+    return port
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The container entry point (``python -m voicecli.server.run [serve]``)."""
     from voicecli import config
@@ -89,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m voicecli.server.run")
     parser.add_argument("command", nargs="?", default="serve", choices=["serve"])
     parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=SAGEMAKER_PORT)
+    parser.add_argument("--port", type=_port, default=SAGEMAKER_PORT)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+
+from voicecli.errors import VoiceCliError
 
 # Kokoro-82M v1.0 voices (hexgrad/Kokoro-82M VOICES.md). The first letter is
 # the language (KPipeline lang_code), the second the gender.
@@ -46,38 +50,57 @@ def language(voice: str) -> str:
     return LANGUAGES.get(voice[:1], "unknown")
 
 
+# What a voice name may look like: Kokoro's "af_heart" style. Anything else (a path, a
+# dot, a slash) is refused before any file is looked up.
+VOICE_NAME = re.compile(r"[a-z]{1,3}_[a-z0-9_]{1,32}")
+MAX_BLEND = 8  # voices in one blend
+
+
 @dataclass(frozen=True)
 class VoiceSpec:
     """A voice or a weighted blend, e.g. ``af_heart+am_adam`` or ``af_heart:0.7+am_adam:0.3``.
 
-    Kokoro itself blends with ``,``; both separators are accepted.
+    Kokoro itself blends with ``,``; both separators are accepted. Weights are relative:
+    the spec keeps them normalised to sum to 1, so equal blends compare (and cache) equal.
     """
 
     parts: tuple[tuple[str, float], ...]
 
     @classmethod
     def parse(cls, spec: str) -> VoiceSpec:
-        from voicecli.errors import VoiceCliError
-
-        parts: list[tuple[str, float]] = []
-        for raw in spec.replace(",", "+").split("+"):
-            raw = raw.strip()
-            if not raw:
-                continue
+        raw_parts = [raw.strip() for raw in spec.replace(",", "+").split("+") if raw.strip()]
+        if not raw_parts:
+            raise VoiceCliError("No voice given. Run `voicecli voices` to list them.")
+        if len(raw_parts) > MAX_BLEND:
+            raise VoiceCliError(f"A blend has at most {MAX_BLEND} voices.")
+        weights: dict[str, float] = {}
+        for raw in raw_parts:
             name, _, weight = raw.partition(":")
+            name = name.strip()
+            if not VOICE_NAME.fullmatch(name):
+                raise VoiceCliError(
+                    f"{name[:40]!r} is not a voice name (like af_heart). "
+                    "Run `voicecli voices` to list them."
+                )
             try:
                 w = float(weight) if weight else 1.0
             except ValueError:
                 raise VoiceCliError(
-                    f"Voice weight {weight!r} in {spec!r} is not a number. "
+                    f"Voice weight {weight[:20]!r} is not a number. "
                     "Write blends as af_heart+am_adam or af_heart:0.7+am_adam:0.3."
                 ) from None
-            if w <= 0:
-                raise VoiceCliError(f"Voice weight in {spec!r} must be positive.")
-            parts.append((name.strip(), w))
+            if not (math.isfinite(w) and w > 0):
+                raise VoiceCliError(f"Voice weight {weight[:20]} must be a positive number.")
+            weights[name] = weights.get(name, 0.0) + w
+        total = sum(weights.values())
+        if not math.isfinite(total):
+            raise VoiceCliError("Voice weights are too large.")
+        # Rounded, so that 1 and 1.000001 are one blend (and one cached pack) for a server.
+        normalised = [(n, round(w / total, 3)) for n, w in weights.items()]
+        parts = tuple((n, w) for n, w in normalised if w > 0)
         if not parts:
-            raise VoiceCliError("No voice given. Run `voicecli voices` to list them.")
-        return cls(tuple(parts))
+            raise VoiceCliError("Voice weights are too far apart: every voice would be silent.")
+        return cls(parts)
 
     @property
     def names(self) -> list[str]:
@@ -90,4 +113,6 @@ class VoiceSpec:
         return first[0] if first[:1] in LANGUAGES and first[1:2] in "fm" else "a"
 
     def __str__(self) -> str:
-        return "+".join(n if w == 1.0 else f"{n}:{w:g}" for n, w in self.parts)
+        if len(self.parts) == 1:
+            return self.parts[0][0]
+        return "+".join(f"{n}:{w:g}" for n, w in self.parts)

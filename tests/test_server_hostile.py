@@ -1,0 +1,355 @@
+"""`voicecli serve` against hostile and careless clients: every defect found by a run of
+them, each with the test that failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from websockets.exceptions import ConnectionClosed
+
+from tests.server_harness import (
+    RECV_TIMEOUT,
+    RunningServer,
+    collect,
+    ping_status,
+    recv,
+    recv_control,
+    speak,
+    ws_connect,
+)
+from voicecli import protocol as p
+from voicecli.config import Settings
+from voicecli.server.requests import Limits
+from voicecli.server.run import HeadTimeoutH11, kokoro_factory
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tiny_model_dir: Path) -> Iterator[RunningServer]:
+    load = kokoro_factory(Settings(voice="ef_tiny", lang="e", model_dir=tiny_model_dir))
+    running = RunningServer(load).start()
+    running.wait_ready()
+    yield running
+    running.stop()
+
+
+class PacedModel:
+    """A stand-in model whose text says how many parts it takes ("7" = 7 parts of
+    ``part_seconds`` each); it logs which text each part was for, in order."""
+
+    sample_rate = p.SAMPLE_RATE
+
+    def __init__(self, part_seconds: float = 0.02) -> None:
+        self.part_seconds = part_seconds
+        self.log: list[str] = []
+        self.closed: list[str] = []  # texts whose synthesis was stopped early
+        self.lock = threading.Lock()
+
+    def phonemes(self, text: str) -> list[str]:
+        return [text]
+
+    def speaker(self) -> Any:
+        return self
+
+    def speak_phonemes(self, chunks: list[str], cancel: Any = None, voice: Any = None,
+                       speed: Any = None) -> Iterator[np.ndarray]:  # fmt: skip
+        text = chunks[0]
+        done = 0
+        try:
+            for _ in range(int(text.split()[0].rstrip("."))):
+                time.sleep(self.part_seconds)
+                with self.lock:
+                    self.log.append(text)
+                done += 1
+                yield np.full(2400, 0.1, np.float32)
+        finally:
+            if done < int(text.split()[0].rstrip(".")):
+                self.closed.append(text)
+
+
+def serve(model: Any, **limits: Any) -> RunningServer:
+    running = RunningServer(lambda: model, Limits(**limits)).start()
+    running.wait_ready()
+    return running
+
+
+# --- 1, 2: voices come from the voice set, and their packs are bounded ----------------
+@pytest.mark.parametrize(
+    "voice", ["/tmp/voicecli-evil/evil", "../../../../tmp/voicecli-evil/evil",
+              "../voices/af_tiny", "af_tiny+/tmp/voicecli-evil/evil", "af_tiny.pt", "zz_nobody"],
+)  # fmt: skip
+def test_a_voice_outside_the_voice_set_is_refused_without_naming_a_path(
+    tiny_server: RunningServer, tiny_model_dir: Path, voice: str
+) -> None:
+    evil = Path("/tmp/voicecli-evil")
+    evil.mkdir(exist_ok=True)
+    torch.save(torch.zeros(510, 1, 256), evil / "evil.pt")  # it exists: it must not matter
+    with ws_connect(tiny_server) as ws:
+        ws.send(speak("v", "Sí.", voice=voice))
+        frames, error = collect(ws, "v")
+    assert not frames and error["code"] == p.BAD_REQUEST
+    assert str(tiny_model_dir) not in error["message"]
+    assert "does not exist" not in error["message"] and "corrupt" not in error["message"]
+
+
+def test_voice_packs_are_normalised_and_bounded(tiny_model_dir: Path) -> None:
+    from voicecli.tts.kokoro_files import ModelFiles, VoicePacks
+    from voicecli.tts.voices import VoiceSpec
+
+    packs = VoicePacks(ModelFiles.resolve(tiny_model_dir), size=4)
+    first = packs.get(VoiceSpec.parse("af_tiny"))
+    for i in range(200):
+        assert packs.get(VoiceSpec.parse(f"af_tiny:1.{i:06d}")) is first  # one blend
+    for i in range(1, 50):
+        packs.get(VoiceSpec.parse(f"af_tiny:{i}+am_tiny:{50 - i}"))
+    assert len(packs._packs) <= 4
+
+
+# --- 3: no client can starve another ---------------------------------------------------
+def test_a_deep_queue_and_a_long_text_share_the_model_in_turns() -> None:
+    model = PacedModel()
+    running = serve(model)
+    try:
+        with ws_connect(running) as greedy, ws_connect(running) as healthy:
+            for i in range(8):
+                greedy.send(speak(f"g{i}", "40."))  # 8 jobs of 40 parts: 320 parts queued
+            while not model.log:
+                time.sleep(0.01)
+            healthy.send(speak("h", "3."))
+            frames, done = collect(healthy, "h")
+            assert done["type"] == "sentence_done" and len(frames) == 3
+            with model.lock:
+                before = model.log.index("3.")
+            # Healthy's parts came in turns with greedy's, not after its 320 parts.
+            assert before < 10, model.log[:20]
+    finally:
+        running.stop()
+
+
+def test_two_full_sessions_do_not_lock_everyone_else_out() -> None:
+    running = serve(PacedModel(part_seconds=0.2))
+    try:
+        with ws_connect(running) as a, ws_connect(running) as b, ws_connect(running) as c:
+            for ws, name in ((a, "a"), (b, "b")):
+                for i in range(Limits().max_pending_per_session):
+                    ws.send(speak(f"{name}{i}", "5."))
+            time.sleep(0.5)
+            c.send(speak("c", "1."))
+            frames, done = collect(c, "c")
+            assert done["type"] == "sentence_done", done
+    finally:
+        running.stop()
+
+
+def test_a_speak_produces_at_most_max_request_seconds_of_audio() -> None:
+    running = serve(PacedModel(part_seconds=0.001), max_request_seconds=1.0)
+    try:
+        with ws_connect(running) as ws:
+            ws.send(speak("long", "100."))  # 100 parts of 0.1 s
+            frames, done = collect(ws, "long")
+            assert done["code"] == p.TEXT_TOO_LONG and len(frames) <= 11
+    finally:
+        running.stop()
+
+
+# --- 4: a client that hangs up stops its synthesis ------------------------------------
+@pytest.mark.parametrize("accept", ["audio/wav", p.STREAM_MEDIA_TYPE])
+def test_an_http_client_that_hangs_up_stops_the_synthesis(accept: str) -> None:
+    model = PacedModel(part_seconds=0.05)
+    running = serve(model)
+    try:
+        body = json.dumps({"text": "200."}).encode()
+        with socket.create_connection(("127.0.0.1", running.port)) as sock:
+            sock.sendall(
+                b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Accept: {accept}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while "200." not in model.closed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "200." in model.closed, "the synthesis went on after the client left"
+        assert len(model.log) < 100
+    finally:
+        running.stop()
+
+
+# --- 5, 7, 8: malformed messages get a typed reply, and the session lives on ---------
+@pytest.mark.parametrize(
+    "frame, code",
+    [
+        ("[" * 5000, p.BAD_JSON),
+        ('{"type": "cancel", "request_id": [1]}', p.BAD_REQUEST),
+        ('{"type": "cancel", "request_id": {"a": 1}}', p.BAD_REQUEST),
+        ('{"v": true, "type": "end"}', p.BAD_VERSION),
+        (speak("n", "Sí.", voice="ef_tiny:nan+am_tiny"), p.BAD_REQUEST),
+        (speak("n", "Sí.", voice="ef_tiny:inf"), p.BAD_REQUEST),
+        (json.dumps({"type": "speak", "request_id": "s", "text": "\ud800"}), p.BAD_REQUEST),
+        (json.dumps({"type": "speak", "request_id": "\udfff", "text": "Sí."}), p.BAD_REQUEST),
+    ],
+)
+def test_hostile_messages_get_a_typed_error_and_the_session_survives(
+    tiny_server: RunningServer, frame: str, code: str
+) -> None:
+    with ws_connect(tiny_server) as ws:
+        ws.send(frame)
+        error = recv_control(ws)
+        assert error["type"] == "error" and error["code"] == code, error
+        ws.send(json.dumps({"type": "end"}))
+        assert recv_control(ws) == {"v": 1, "type": "done"}
+
+
+def test_a_tiny_voice_weight_is_just_a_blend(tiny_server: RunningServer) -> None:
+    with ws_connect(tiny_server) as ws:
+        ws.send(speak("w", "Sí.", voice="ef_tiny:1e-300+am_tiny"))
+        frames, done = collect(ws, "w")
+        assert frames and done["type"] == "sentence_done"
+
+
+def test_the_longest_legal_text_fits_in_a_frame_however_it_is_escaped(
+    tiny_server: RunningServer,
+) -> None:
+    text = "😀" * Limits().max_text_chars
+    frame = json.dumps({"type": "speak", "request_id": "e", "text": text})  # ensure_ascii
+    assert len(frame) > 20_000
+    with ws_connect(tiny_server) as ws:
+        ws.send(frame)
+        ws.send(json.dumps({"type": "cancel", "request_id": "e"}))
+        assert recv_control(ws)["request_id"] == "e"  # an answer, not close code 1009
+
+
+def test_a_duplicate_id_error_is_not_the_running_requests_final_reply() -> None:
+    running = serve(PacedModel(part_seconds=0.05))
+    try:
+        with ws_connect(running) as ws:
+            ws.send(speak("d", "10."))
+            ws.send(speak("d", "10."))
+            error = recv_control(ws)
+            assert error["code"] == p.BAD_REQUEST and error.get("request_id") is None
+            frames, done = collect(ws, "d")
+            assert done["type"] == "sentence_done" and len(frames) == 10
+            ws.send(json.dumps({"type": "end"}))
+            assert recv_control(ws) == {"v": 1, "type": "done"}  # no second final reply
+    finally:
+        running.stop()
+
+
+# --- 6, 8: HTTP bodies -------------------------------------------------------------------
+def response_of(sock: socket.socket) -> str:
+    """Everything the server sends until it closes (or pauses for a second)."""
+    sock.settimeout(1.0)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return data.decode(errors="replace")
+
+
+def post(server: RunningServer, body: bytes, content_type: str) -> tuple[int, dict | bytes]:
+    request = urllib.request.Request(
+        server.http_url + "/invocations", data=body, headers={"Content-Type": content_type,
+                                                              "Accept": "audio/pcm"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=RECV_TIMEOUT) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_huge_body_is_refused_before_it_is_read(tiny_server: RunningServer) -> None:
+    with socket.create_connection(("127.0.0.1", tiny_server.port)) as sock:
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n"
+                     b"Content-Type: application/json\r\n\r\n")  # fmt: skip
+        reply = response_of(sock)
+    assert reply.startswith("HTTP/1.1 413") and p.TEXT_TOO_LONG in reply
+    with socket.create_connection(("127.0.0.1", tiny_server.port)) as sock:  # no length given
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                     b"Content-Type: application/json\r\n\r\n")  # fmt: skip
+        chunk = b"x" * 65536
+        try:
+            for _ in range(100):  # 6.5 MB, far past the limit
+                sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        except OSError:
+            pass  # the server stopped reading and answered
+        assert response_of(sock).startswith("HTTP/1.1 413")
+
+
+def test_nested_json_over_http_is_a_json_error(tiny_server: RunningServer) -> None:
+    status, body = post(tiny_server, b"[" * 5000, "application/json")
+    assert status == 400 and body["code"] == p.BAD_JSON
+
+
+def test_a_text_body_that_starts_with_a_brace_is_text(tiny_server: RunningServer) -> None:
+    status, pcm = post(tiny_server, "{Sí.}".encode(), "text/plain; charset=utf-8")
+    assert status == 200 and len(pcm) > 0
+
+
+def test_slow_headers_and_slow_bodies_time_out(tiny_model_dir: Path, monkeypatch) -> None:
+    monkeypatch.setattr(HeadTimeoutH11, "head_timeout", 0.5)
+    running = serve(PacedModel(), body_timeout=0.5)
+    try:
+        with socket.create_connection(("127.0.0.1", running.port)) as sock:
+            sock.settimeout(5)
+            started = time.monotonic()
+            try:
+                for byte in b"POST /invocations HTTP/1.1\r\nHost:":
+                    sock.sendall(bytes([byte]))
+                    time.sleep(0.05)
+                assert sock.recv(100) == b""  # closed by the server
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            assert time.monotonic() - started < 4
+        with socket.create_connection(("127.0.0.1", running.port)) as sock:
+            sock.settimeout(5)
+            sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                         b"Content-Type: application/json\r\n\r\n{")  # fmt: skip
+            reply = response_of(sock)
+            assert reply.startswith("HTTP/1.1 400") and "did not arrive" in reply
+    finally:
+        running.stop()
+
+
+def test_the_server_is_still_healthy_after_all_this(tiny_server: RunningServer) -> None:
+    assert ping_status(tiny_server) == 200
+    with ws_connect(tiny_server) as ws:
+        ws.send(speak("ok", "Sí."))
+        frames, done = collect(ws, "ok")
+        assert frames and done["type"] == "sentence_done"
+
+
+def test_a_client_that_stops_reading_is_ended_and_the_others_carry_on() -> None:
+    model = PacedModel(part_seconds=0.001)
+    running = serve(model, send_queue_frames=4, frame_samples=2400, stall_timeout=0.5)
+    try:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        sock.connect(("127.0.0.1", running.port))
+        from websockets.sync.client import connect
+
+        stuck = connect(running.ws_url + "/invocations-bidirectional-stream", sock=sock,
+                        max_size=None, max_queue=1, proxy=None)  # fmt: skip
+        with stuck, ws_connect(running) as healthy:
+            stuck.send(speak("s", "100000."))
+            time.sleep(2.0)
+            healthy.send(speak("h", "3."))
+            frames, done = collect(healthy, "h")
+            assert done["type"] == "sentence_done" and len(frames) == 3
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    recv(stuck)
+            assert "100000." in model.closed  # its synthesis stopped too
+    finally:
+        running.stop()

@@ -1,0 +1,330 @@
+"""The model, loaded in the background, and one worker thread that serves every client
+of the server in turn.
+
+* A client (``Listener``) is one WebSocket connection, or one HTTP request. Its speak
+  requests (``Job``) run in order; listeners take turns, one decoded part each (a
+  phrase or a sentence, see ``voicecli.tts.phrases``), so a client with a long text or
+  a deep queue delays the others by at most one part per turn.
+* Text becomes phonemes on a thread of its own, as requests arrive, so that one
+  client's text processing never waits behind another's synthesis.
+* The worker adds audio to a listener's outbox only while the client keeps reading it.
+  A client that has read nothing for ``Limits.stall_timeout`` with audio waiting is
+  ended (``slow_consumer``), and frees its turn.
+* Bounded: ``Limits.max_queue`` jobs in all, ``max_pending_per_session`` per client
+  (checked by the WebSocket session), and ``max_request_seconds`` of audio per job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from voicecli import protocol as p
+from voicecli.cancel import POLL, CancelToken
+from voicecli.errors import VoiceCliError
+from voicecli.server.outbox import Outbox
+from voicecli.server.requests import Limits, split_sentences
+
+log = logging.getLogger(__name__)
+
+
+class Speaker(Protocol):
+    """Speaks to one listener, keeping its playhead across requests."""
+
+    def speak_phonemes(
+        self,
+        chunks: list[str],
+        cancel: CancelToken | None = None,
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> Generator[np.ndarray, None, None]: ...
+
+
+class SpeechModel(Protocol):
+    """What the server needs from a synthesizer (KokoroSynthesizer fits)."""
+
+    sample_rate: int
+
+    def phonemes(self, text: str) -> list[str]:
+        """Text to phoneme chunks; thread-safe, and no forward pass."""
+        ...
+
+    def speaker(self) -> Speaker: ...
+
+
+@dataclass(eq=False)
+class Job:
+    """One speak request. ``finished`` is touched on the loop only; ``chunks``, ``error``
+    and ``audio`` by the engine's threads."""
+
+    request_id: str
+    text: str
+    voice: str | None
+    speed: float | None
+    outbox: Outbox
+    on_finish: Callable[[Job], None] = lambda job: None
+    cancel: CancelToken = field(default_factory=CancelToken)
+    finished: bool = False
+    chunks: list[str] | None = None  # phonemes, once the text stage is done
+    error: tuple[str, str] | None = None  # (code, message) from the text stage
+    audio: Generator[np.ndarray, None, None] | None = None
+    frames: int = 0
+    samples: int = 0
+
+    def _finish(self, message: dict[str, Any]) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self.cancel.cancel("finished")  # the worker drops it at its next step
+        self.outbox.put_control(message)
+        self.on_finish(self)
+
+    def complete(self) -> None:
+        self._finish(
+            p.control(
+                p.SENTENCE_DONE,
+                request_id=self.request_id,
+                frames=self.frames,
+                samples=self.samples,
+                cancelled=False,
+            )
+        )
+
+    def fail(self, code: str, message: str) -> None:
+        self._finish(p.control(p.ERROR, code=code, message=message, request_id=self.request_id))
+
+    def cancel_now(self) -> None:
+        if self.finished:
+            return
+        self.outbox.drop(self.request_id)
+        self._finish(
+            p.control(
+                p.SENTENCE_DONE, request_id=self.request_id, frames=0, samples=0, cancelled=True
+            )
+        )
+
+
+@dataclass(eq=False)
+class Listener:
+    """One client: its jobs in order, its outbox, and its speaker (its playhead)."""
+
+    outbox: Outbox
+    jobs: deque[Job] = field(default_factory=deque)
+    speaker: Speaker | None = None
+    closed: bool = False
+
+
+class Engine:
+    def __init__(self, factory: Callable[[], SpeechModel], limits: Limits) -> None:
+        self._factory = factory
+        self.limits = limits
+        self._listeners: deque[Listener] = deque()  # in turn order
+        self._departed: list[Job] = []  # jobs of clients that left, for the worker to close
+        self._work = threading.Condition()
+        self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._text_stage = concurrent.futures.ThreadPoolExecutor(1, "voicecli-g2p")
+        self.model: SpeechModel | None = None
+        self.load_error: str | None = None
+        self.ready = threading.Event()  # the model is loaded
+        self._settled = threading.Event()  # loaded, or failed to
+
+    # --- the loop's side --------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._main, name="voicecli-server", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._work:
+            self._stopping = True
+            self._work.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._text_stage.shutdown(wait=False, cancel_futures=True)
+
+    def listener(self, outbox: Outbox) -> Listener:
+        listener = Listener(outbox)
+        with self._work:
+            self._listeners.append(listener)
+        return listener
+
+    def leave(self, listener: Listener) -> None:
+        """The client is gone: its jobs are cancelled and it leaves the turn order."""
+        with self._work:
+            listener.closed = True
+            jobs = list(listener.jobs)
+            listener.jobs.clear()
+            self._departed.extend(jobs)  # their synthesis stops at the worker's next step
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+            self._work.notify_all()
+        for job in jobs:
+            job.cancel_now()
+
+    def submit(self, listener: Listener, job: Job) -> None:
+        if self.load_error is not None:
+            raise p.ProtocolError(
+                p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}", job.request_id
+            )
+        with self._work:
+            queued = sum(len(item.jobs) for item in self._listeners)
+            if queued >= self.limits.max_queue:
+                raise p.ProtocolError(
+                    p.OVERLOADED,
+                    f"the server's queue of {self.limits.max_queue} jobs is full; retry later",
+                    job.request_id,
+                )
+            listener.jobs.append(job)
+        self._text_stage.submit(self._phonemize, job)
+
+    # --- the text stage's thread ------------------------------------------------------
+    def _phonemize(self, job: Job) -> None:
+        self._settled.wait()
+        if self.model is None:
+            self._on_loop(
+                job.fail, p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}"
+            )
+            return
+        try:
+            if not job.cancel.cancelled:
+                job.chunks = [c for s in split_sentences(job.text) for c in self.model.phonemes(s)]
+        except Exception as exc:  # noqa: BLE001 - one bad text must not stop the stage
+            log.warning("text stage failed for request %s: %r", job.request_id, exc)
+            job.error = (p.SYNTHESIS_FAILED, f"could not read the text: {type(exc).__name__}")
+        with self._work:
+            self._work.notify_all()
+
+    # --- the worker thread ------------------------------------------------------------
+    def _main(self) -> None:
+        try:
+            self.model = self._factory()
+        except Exception as exc:  # noqa: BLE001 - reported through /ping and every request
+            self.load_error = str(exc) if isinstance(exc, VoiceCliError) else repr(exc)
+            log.error("model failed to load: %s", self.load_error)
+            self._settled.set()  # the text stage fails what it holds and what comes
+            return
+        self.ready.set()
+        self._settled.set()
+        log.info("model loaded; serving")
+        while True:
+            with self._work:
+                if self._stopping:
+                    return
+                departed, self._departed = self._departed, []
+            for job in departed:
+                if job.audio is not None:
+                    job.audio.close()  # the worker's thread: never while it runs
+            with self._work:
+                turn = self._next_turn()
+                if turn is None:
+                    self._work.wait(POLL)
+                    continue
+            self._step(*turn)
+
+    def _next_turn(self) -> tuple[Listener, Job] | None:
+        """The next listener, in turn, whose first job can make progress (lock held)."""
+        now = time.monotonic()
+        for _ in range(len(self._listeners)):
+            listener = self._listeners[0]
+            self._listeners.rotate(-1)  # whoever goes now goes last next time
+            if not listener.jobs:
+                continue
+            job = listener.jobs[0]
+            if job.cancel.cancelled or job.error is not None:
+                return listener, job
+            if job.chunks is None:
+                continue  # still in the text stage
+            if listener.outbox.has_room:
+                return listener, job
+            if now - listener.outbox.last_taken > self.limits.stall_timeout:
+                self._on_loop(self._end_stalled, listener)
+        return None
+
+    def _step(self, listener: Listener, job: Job) -> None:
+        """One part of ``job``, or its end."""
+        if job.cancel.cancelled or job.error is not None:
+            if job.error is not None:
+                self._on_loop(job.fail, *job.error)
+            self._drop(listener, job)
+            return
+        assert self.model is not None and job.chunks is not None
+        try:
+            if job.audio is None:
+                if listener.speaker is None:
+                    listener.speaker = self.model.speaker()
+                job.audio = listener.speaker.speak_phonemes(
+                    job.chunks, job.cancel, voice=job.voice, speed=job.speed
+                )
+            audio = next(job.audio, None)
+        except VoiceCliError as exc:  # e.g. a voice not in the voice set: the client's to fix
+            self._on_loop(job.fail, p.BAD_REQUEST, str(exc))
+            self._drop(listener, job)
+            return
+        except Exception as exc:  # noqa: BLE001 - one bad request must not stop the worker
+            log.warning("synthesis failed for request %s: %r", job.request_id, exc)
+            self._on_loop(job.fail, p.SYNTHESIS_FAILED, f"synthesis failed: {type(exc).__name__}")
+            self._drop(listener, job)
+            return
+        if audio is None:
+            self._on_loop(job.complete)
+            self._drop(listener, job)
+            return
+        step = self.limits.frame_samples
+        frames = []
+        for start in range(0, len(audio), step):
+            pcm = p.to_pcm16(audio[start : start + step])
+            frames.append(p.encode_audio_frame(job.request_id, job.frames + len(frames), pcm))
+        job.frames += len(frames)
+        job.samples += len(audio)
+        listener.outbox.put_audio(job.request_id, frames)
+        if job.samples > self.limits.max_request_seconds * self.model.sample_rate:
+            self._on_loop(
+                job.fail,
+                p.TEXT_TOO_LONG,
+                f"the speech is longer than {self.limits.max_request_seconds:g} s; "
+                "send one sentence per speak",
+            )
+            self._drop(listener, job)
+
+    def _drop(self, listener: Listener, job: Job) -> None:
+        if job.audio is not None:
+            job.audio.close()
+        with self._work:
+            if listener.jobs and listener.jobs[0] is job:
+                listener.jobs.popleft()
+
+    def _end_stalled(self, listener: Listener) -> None:
+        """On the loop: the client stopped reading; end it so that others get its turns."""
+        if listener.closed:
+            return
+        jobs = list(listener.jobs)
+        message = p.control(
+            p.ERROR,
+            code=p.SLOW_CONSUMER,
+            message=f"the client read no audio for {self.limits.stall_timeout:g} s; the "
+            "session is closed",
+            request_id=jobs[0].request_id if jobs else None,
+        )
+        for job in jobs:
+            job.finished = True  # the one error below ends them all
+            job.cancel.cancel("slow consumer")
+        self.leave(listener)
+        listener.outbox.abandon(message)
+
+    def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is gone: the server is shutting down
+            pass

@@ -1,0 +1,97 @@
+"""What a speak request may hold, and the limits that bound the server's work."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from voicecli import protocol as p
+from voicecli.errors import VoiceCliError
+from voicecli.frames import MAX_SPEED, MIN_SPEED
+from voicecli.tts.voices import VoiceSpec
+
+MAX_VOICE_CHARS = 200
+
+# Kokoro gives no audio for a text until all of it is synthesized, so a long
+# speak is cut at sentence ends and its first sentence is heard sooner.
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
+
+
+@dataclass(frozen=True)
+class Limits:
+    # Speak jobs waiting, all clients together. Clients take turns, so a deep queue costs
+    # others no latency, only memory: a job is at most one message of text.
+    max_queue: int = 128
+    max_pending_per_session: int = p.MAX_IN_FLIGHT  # unanswered speak requests per connection
+    max_text_chars: int = 2000  # per speak
+    send_queue_frames: int = 32  # audio frames buffered per connection
+    frame_samples: int = 4800  # 200 ms per audio frame, the granularity of cancel on the wire
+    stall_timeout: float = 30.0  # seconds a client may read nothing before it is ended
+    max_control_backlog: int = 256  # unsent control replies before a session is dropped
+    max_request_seconds: float = 120.0  # audio one speak may produce
+    body_timeout: float = 30.0  # seconds to receive an /invocations body
+
+    @property
+    def max_message_bytes(self) -> int:
+        # Every character as JSON's longest escape, a surrogate pair ("\\ud83d\\ude00",
+        # 12 bytes), plus the JSON around it: any legal text fits in a frame.
+        return 12 * self.max_text_chars + 4096
+
+
+def split_sentences(text: str) -> list[str]:
+    return [piece.strip() for piece in _SENTENCE_END.split(text) if piece.strip()]
+
+
+def parse_speak(
+    message: dict[str, Any], limits: Limits
+) -> tuple[str, str, str | None, float | None]:
+    """(request_id, text, voice, speed) of a speak message, validated."""
+    request_id = message.get("request_id")
+    encoded = _utf8(request_id) if isinstance(request_id, str) else None
+    if not encoded or len(encoded) > p.MAX_REQUEST_ID_BYTES:
+        raise p.ProtocolError(
+            p.BAD_REQUEST,
+            f"speak needs a request_id of 1 to {p.MAX_REQUEST_ID_BYTES} bytes of Unicode text",
+        )
+    text = message.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise p.ProtocolError(p.BAD_REQUEST, "speak needs a non-empty text", request_id)
+    if _utf8(text) is None:
+        raise p.ProtocolError(
+            p.BAD_REQUEST, "text is not valid Unicode (a lone surrogate)", request_id
+        )
+    if len(text) > limits.max_text_chars:
+        raise p.ProtocolError(
+            p.TEXT_TOO_LONG,
+            f"text has {len(text)} characters; the limit "
+            f"is {limits.max_text_chars}: send one sentence per speak",
+            request_id,
+        )
+    voice = message.get("voice")
+    if voice is not None:
+        if not isinstance(voice, str) or len(voice) > MAX_VOICE_CHARS or _utf8(voice) is None:
+            raise p.ProtocolError(p.BAD_REQUEST, "voice must be a voice name or blend", request_id)
+        try:
+            VoiceSpec.parse(voice)
+        except VoiceCliError as exc:
+            raise p.ProtocolError(p.BAD_REQUEST, str(exc), request_id) from None
+    speed = message.get("speed")
+    if speed is not None:
+        if (
+            isinstance(speed, bool)
+            or not isinstance(speed, int | float)
+            or not MIN_SPEED <= speed <= MAX_SPEED
+        ):
+            raise p.ProtocolError(
+                p.BAD_REQUEST, f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}", request_id
+            )
+        speed = float(speed)
+    return request_id, text, voice, speed
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None

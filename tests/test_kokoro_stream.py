@@ -43,6 +43,28 @@ def test_phrases_tile_each_sentence_with_no_sample_lost(tiny_synth, every_few_fr
     assert len([c for c in chunks if c.samples.size]) > len(SENTENCES)  # it cut
 
 
+def test_every_part_knows_the_length_of_its_whole_sentence(tiny_synth, every_few_frames):
+    chunks, _ = chunks_of(tiny_synth, SENTENCES)
+    for sentence in SENTENCES:
+        mine = [c for c in chunks if c.sentence == sentence.index and c.samples.size]
+        total = sum(c.samples.size for c in mine)
+        assert {c.length for c in mine} == {total}
+    assert len(chunks) > 2 * len(SENTENCES)  # and at least one sentence came in parts
+
+
+def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_synth):
+    text = " ".join(["Here is a reasonably long clause with many plain words."] * 12)
+    speaker = tiny_synth.speaker()
+    chunks = tiny_synth.phonemes(text)
+    assert len(chunks) > 1  # more than Kokoro's 510 phonemes
+    spoken, estimates = 0, []
+    for samples in speaker.speak_phonemes(chunks):
+        spoken += samples.size
+        estimates.append(speaker.expected_samples)
+    assert estimates[-1] == spoken  # exact once the last chunk is prepared
+    assert 0.5 * spoken < estimates[0] < 2.0 * spoken  # estimated from phonemes before
+
+
 def test_sentence_mode_decodes_every_sentence_whole(tiny_model_dir, every_few_frames):
     synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="sentence")
     chunks, _ = chunks_of(synth, SENTENCES)

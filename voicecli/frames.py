@@ -49,6 +49,9 @@ class AudioChunk:
     samples: np.ndarray  # float32 mono at the synthesizer's sample rate
     offset: int = 0  # samples of the sentence before this chunk
     last: bool = False  # the final chunk of that sentence
+    # The whole sentence's samples, if the synthesizer can tell before its last chunk
+    # (exact or estimated): what part of the sentence was heard when it is cut short.
+    length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,13 @@ class Span:
     start: int
     end: int | None = None  # one past its last sample, once known
     skipped_at: int | None = None  # heard position when the listener skipped the rest
+    length: int | None = None  # its expected samples while ``end`` is not known
+
+    def expected_end(self) -> int | None:
+        """Where it ends, or is expected to."""
+        if self.end is not None:
+            return self.end
+        return self.start + self.length if self.length is not None else None
 
 
 @dataclass(frozen=True)

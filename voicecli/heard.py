@@ -35,14 +35,14 @@ def heard_text(playback: Playback, sentences: Iterable[Sentence]) -> str:
             if span.skipped_at is None
             else min(playback.position, span.skipped_at)
         )
+        end = span.expected_end()
         if sentence is None or span.start >= limit:
             continue
         if span.end is not None and span.end <= limit:
             heard.append(sentence.display)
-        elif span.end is not None and span.end > span.start:
-            heard.append(
-                leading_words(sentence.display, (limit - span.start) / (span.end - span.start))
-            )
+        elif end is not None and end > span.start:
+            fraction = min(1.0, (limit - span.start) / (end - span.start))
+            heard.append(leading_words(sentence.display, fraction))
     return " ".join(h for h in heard if h)
 
 

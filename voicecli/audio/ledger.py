@@ -30,10 +30,13 @@ class SpanLedger:
     def before_write(self, chunk: AudioChunk, position: int) -> bool:
         """Note ``chunk`` about to go in at ``position``; True if it starts its sentence."""
         if self.open_sentence() == chunk.sentence:
+            if chunk.length is not None:
+                with self._lock:
+                    self._spans[-1] = dataclasses.replace(self._spans[-1], length=chunk.length)
             return False
         with self._lock:
             self._close(position)
-            self._spans.append(Span(chunk.sentence, position))
+            self._spans.append(Span(chunk.sentence, position, length=chunk.length))
         return True
 
     def after_write(self, chunk: AudioChunk, position: int) -> None:

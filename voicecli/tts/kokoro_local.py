@@ -18,7 +18,13 @@ from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.frames import SAMPLE_RATE, AudioChunk, Sentence, SynthCapabilities, check_speed
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
-from voicecli.tts.kokoro_engine import CONTEXT, PartDecoder, Statistics, engine_for
+from voicecli.tts.kokoro_engine import (
+    CONTEXT,
+    FRAME_SAMPLES,
+    PartDecoder,
+    Statistics,
+    engine_for,
+)
 from voicecli.tts.kokoro_files import ModelFiles, VoicePacks, load_g2p, load_kmodel
 from voicecli.tts.phrases import FRAME_SECONDS, CostModel, PhrasePlan
 from voicecli.tts.voices import INSTALLED_LANGS, LANGUAGES, VoiceSpec
@@ -40,6 +46,10 @@ class Speaker:
         self.synth = synth
         self.plan = PhrasePlan(cost=synth.cost, context=2 * CONTEXT)
         self._fresh = True  # nothing spoken yet: Kokoro's leading silence is only a wait
+        # Samples the text being spoken will have in all: exact once its last phoneme
+        # chunk is prepared, estimated from the phoneme count before. The listener's
+        # heard text needs it while a sentence's last part is still being decoded.
+        self.expected_samples: int | None = None
 
     def speak(
         self,
@@ -66,6 +76,8 @@ class Speaker:
         synth = self.synth
         pack = synth.voice if voice is None else synth.packs.get(VoiceSpec.parse(voice))
         speed = synth.speed if speed is None else check_speed(speed)
+        rest = sum(len(c) for c in chunks)  # phonemes not yet prepared
+        done = 0  # samples of the chunks already spoken
         for phonemes in chunks:
             if cancel is not None and cancel.cancelled:
                 return
@@ -75,6 +87,10 @@ class Speaker:
             pauses = utt.pauses() if synth.mode == "phrases" else []
             start = utt.onset() if self._fresh and synth.mode == "phrases" else 0
             self._fresh = False
+            rest -= len(phonemes)
+            samples = (utt.frames - start) * FRAME_SAMPLES
+            self.expected_samples = done + samples + round(rest * samples / len(phonemes))
+            done += samples
             parts = PartDecoder(synth.engine, utt, Statistics("pooled"), start)
             while start < utt.frames:
                 if cancel is not None and cancel.cancelled:
@@ -174,7 +190,7 @@ class KokoroSynthesizer:
             for samples in speaker.speak(sentence.text, cancel):
                 if offset == 0:
                     timeline.mark(SYNTH_FIRST_CHUNK, sentence.index)
-                yield AudioChunk(sentence.index, samples, offset)
+                yield AudioChunk(sentence.index, samples, offset, length=speaker.expected_samples)
                 offset += len(samples)
             if cancel.cancelled:
                 return

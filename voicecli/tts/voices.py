@@ -79,7 +79,7 @@ class VoiceSpec:
             name = name.strip()
             if not VOICE_NAME.fullmatch(name):
                 raise VoiceCliError(
-                    f"{name[:40]!r} is not a voice name (like af_heart). "
+                    f"Unknown voice {name[:40]!r}: a voice is a name like af_heart. "
                     "Run `voicecli voices` to list them."
                 )
             try:

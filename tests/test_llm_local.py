@@ -128,8 +128,11 @@ def test_environment_cannot_redirect_or_lock_the_server(
 
 _PARENT_SCRIPT = textwrap.dedent(
     """
-    import time
+    import signal, time
     from voicecli.llm_local import LocalLLMServer
+    # Ctrl-C as in a terminal, even when the tests run as a background job (which
+    # starts with SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     srv = LocalLLMServer(startup_timeout=60)
     srv.start()
     print(srv.pid, flush=True)

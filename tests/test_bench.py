@@ -11,10 +11,10 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from voicecli.bench import bench
-from voicecli.bench_load import Playhead, require_loopback
-from voicecli.bench_report import trial_metrics
-from voicecli.bench_scenarios import SCENARIOS, parse_reply, scenario_reply
+from voicecli.bench.load import Playhead, require_loopback
+from voicecli.bench.metrics import trial_metrics
+from voicecli.bench.scenarios import SCENARIOS, parse_reply, scenario_reply
+from voicecli.cli.bench import bench
 from voicecli.errors import VoiceCliError
 from voicecli.segment import Segmenter
 from voicecli.timeline import (

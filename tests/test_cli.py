@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from tests.faulty_llm import FailingLLM
 from tests.wavfile import read_wav
+from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cli import cli
 from voicecli.config import Settings
-from voicecli.scripted_llm import Script, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 

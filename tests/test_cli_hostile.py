@@ -14,7 +14,7 @@ import pytest
 
 from tests.faulty_llm import BreakingLLM, SilentServer
 from tests.wavfile import read_wav
-from voicecli.scripted_llm import Script
+from voicecli.bench.scripted_llm import Script
 
 
 def voicecli(*args: str, env: dict[str, str] | None = None, timeout: float = 120):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from voicecli import bench_quality
+from voicecli.bench import quality as bench_quality
 from voicecli.errors import VoiceCliError
 from voicecli.tts.kokoro_engine import KOKORO_VERSION, Statistics, check_model
 

@@ -11,9 +11,9 @@ import pytest
 from tests.faulty_llm import BreakingLLM, FailingLLM
 from tests.wavfile import read_wav
 from voicecli.audio.sink import WavSink
+from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cancel import CancelToken
 from voicecli.pipeline import SpeechPipeline, TurnOptions
-from voicecli.scripted_llm import Script, ScriptedLLM
 from voicecli.sources import ChatClient
 from voicecli.timeline import PLAYED, QUEUED, SENTENCE_READY, TURN_END, Timeline
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from tests import tui_harness as tui
+from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.chat import CUT_OFF
 from voicecli.errors import VoiceCliError
-from voicecli.scripted_llm import Script, ScriptedLLM
 
 SHORT = "Hello there. This is a short answer."
 LONG_SENTENCE = (

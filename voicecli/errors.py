@@ -9,8 +9,3 @@ class VoiceCliError(Exception):
     """
 
     exit_code = 1
-
-    def __init__(self, message: str, *, exit_code: int | None = None):
-        super().__init__(message)
-        if exit_code is not None:
-            self.exit_code = exit_code

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from voicecli.bench.scripted_llm import Script, tokenize
 from voicecli.errors import VoiceCliError
-from voicecli.scripted_llm import Script, tokenize
 
 PAUSE = re.compile(r"\[\[\s*pause\s+([0-9]*\.?[0-9]+)\s*\]\]", re.IGNORECASE)
 MAX_PAUSE = 60.0  # seconds: a longer pause is a typo, and would stall the bench

@@ -6,7 +6,7 @@ in alternation (streaming, buffered, streaming, ...) so that drift of the machin
 hits both alike. The synthesizer and the sink are opened once and reused, and an
 uncounted warm-up turn goes first, so no trial pays for loading. With
 ``--load N`` the command instead drives N concurrent conversations against
-``voicecli serve`` (see ``bench_load``).
+``voicecli serve`` (see ``voicecli.bench.load``).
 
 Heavy imports (torch, the LLM client, the report) happen inside the command so
 that ``voicecli --help`` stays fast.
@@ -14,29 +14,23 @@ that ``voicecli --help`` stays fast.
 
 from __future__ import annotations
 
-import os
-import platform
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import click
-
-from voicecli.bench_scenarios import SCENARIOS, ScriptedReply
+from voicecli.bench.machine import machine_info
+from voicecli.bench.metrics import MODES
+from voicecli.bench.scenarios import ScriptedReply
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.frames import MAX_SPEED, MIN_SPEED, AudioChunk, AudioSink, Sentence, Synthesizer
+from voicecli.frames import AudioChunk, AudioSink, Sentence, Synthesizer
 from voicecli.timeline import Timeline
 
-MODES = ("streaming", "buffered")
-DEFAULT_OUT = Path("bench-out")
 SETTLE = 0.3  # seconds of quiet between turns, so one turn's tail is not the next one's start
-DEFAULT_PROMPT = "Explain in five short spoken sentences how to fix a slow home Wi-Fi connection."
 
 
 # --- measuring wrappers ----------------------------------------------------------
@@ -160,7 +154,7 @@ def open_text_source(
         {"role": "user", "content": prompt},
     ]
     if llm == "scripted":
-        from voicecli.scripted_llm import ScriptedLLM
+        from voicecli.bench.scripted_llm import ScriptedLLM
 
         assert reply is not None
         server = stack.enter_context(ScriptedLLM(reply.script(tokens_per_second)))
@@ -226,37 +220,6 @@ def open_text_source(
 
 
 # --- one run -----------------------------------------------------------------------
-def machine_info() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "host": platform.node(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-    }
-    try:
-        info["usable_cores"] = len(os.sched_getaffinity(0))
-    except AttributeError:
-        info["usable_cores"] = os.cpu_count()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        # Other work on the machine skews every figure: record how busy it was.
-        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        pass
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-    return info
-
-
 def describe_output(sink: AudioSink) -> dict[str, Any]:
     if sink.capabilities.paced:
         label = {
@@ -408,246 +371,3 @@ def run_ab(
                 time.sleep(SETTLE)
         run["machine"] = machine_info()  # torch is imported by now: record its threads
         return run
-
-
-def run_quality(settings: Any, reply: ScriptedReply, name: str, output_dir: Path) -> None:
-    from voicecli import bench_quality, bench_report, display
-    from voicecli.pipeline import TextUnits, TurnOptions
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
-
-    if settings.endpoint_url or settings.sagemaker_endpoint:
-        raise VoiceCliError("--quality measures the local Kokoro decoder: drop the endpoint.")
-    units = TextUnits(TurnOptions(code=settings.code))
-    texts = [spoken for _, spoken in units.feed(reply.text) + units.flush()]
-    with display.err.status("Loading the speech model…", spinner="dots"):
-        synth = KokoroSynthesizer(
-            voice=settings.voice, speed=settings.speed, lang=settings.lang,
-            model_dir=settings.model_dir,
-        )  # fmt: skip
-    display.note(f"rendering {len(texts)} sentences {len(bench_quality.STRATEGIES) + 2} ways")
-    result = bench_quality.measure(synth, texts)
-    stem = f"quality-{name}"
-    paths = bench_quality.write_wavs(result.pop("audio"), output_dir, stem)
-    result.update(machine=machine_info(), synth=synth.describe(), scenario=name)
-    paths.insert(0, bench_report.write_json(result, output_dir / f"{stem}.json"))
-    for line in bench_quality.report_lines(result):
-        display.out.print(line, markup=False)
-    for path in paths:
-        display.note(f"wrote {path}")
-
-
-# --- the command ---------------------------------------------------------------------
-def parse_load(value: str) -> list[int]:
-    try:
-        levels = [int(part) for part in value.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise VoiceCliError(f"--load {value!r}: give a number or a list like 1,2,4,8.") from None
-    if not levels or any(n < 1 or n > 64 for n in levels):
-        raise VoiceCliError(f"--load {value!r}: each level must be 1 to 64 conversations.")
-    return sorted(set(levels))
-
-
-@click.command()
-@click.option(
-    "--trials",
-    type=click.IntRange(1, 1000),
-    default=10,
-    show_default=True,
-    help="Trials per mode (modes alternate: streaming, buffered, ...).",
-)
-@click.option(
-    "--scenario",
-    type=click.Choice(list(SCENARIOS)),
-    default="medium",
-    show_default=True,
-    help="Built-in reply: "
-    + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
-    + ".",
-)
-@click.option(
-    "--text-file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Your own reply to replay; [[pause 2.0]] marks a pause in the stream.",
-)
-@click.option(
-    "--tokens-per-second",
-    type=click.FloatRange(1.0, 10000.0),
-    default=50.0,
-    show_default=True,
-    help="Token rate of the scripted LLM.",
-)
-@click.option(
-    "--llm",
-    type=click.Choice(["scripted", "openai", "local"]),
-    default=None,
-    help="Where the text comes from (default: scripted, or openai with --base-url).",
-)
-@click.option("--base-url", help="A real OpenAI-compatible server to take replies from.")
-@click.option("--api-key", help="API key for --base-url (default: $OPENAI_API_KEY).")
-@click.option("--model", help="Model name on the real LLM server.")
-@click.option(
-    "--llm-model-path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="GGUF file for --llm local.",
-)
-@click.option(
-    "--prompt",
-    default=DEFAULT_PROMPT,
-    show_default=True,
-    help="The question asked of a real LLM (--llm openai or local).",
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Config file (default ~/.config/voicecli/config.toml).",
-)
-@click.option("--voice", help="Kokoro voice.")
-@click.option("--speed", type=float, help=f"Speaking rate, {MIN_SPEED} to {MAX_SPEED}.")
-@click.option("--lang", help="Kokoro language code (a, b, e, f, h, i, j, p, z).")
-@click.option(
-    "--model-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/).",
-)
-@click.option(
-    "--synthesis",
-    type=click.Choice(["phrases", "sentence"]),
-    help="phrases: decode a sentence in phrases when that avoids silence (default); "
-    "sentence: always whole, exact Kokoro.",
-)
-@click.option("--device", help="Output device: sounddevice index or name.")
-@click.option(
-    "--play/--no-play",
-    default=True,
-    show_default=True,
-    help="--no-play benches into a WAV file: 'played' then means written.",
-)
-@click.option(
-    "--output-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_OUT,
-    show_default=True,
-    help="Where the JSON, HTML and PNG go.",
-)
-@click.option(
-    "--fast-first/--no-fast-first",
-    default=None,
-    help="Cut the first chunk at a clause boundary (default: as chat does).",
-)
-@click.option("--sagemaker-endpoint", help="Synthesize on this SageMaker endpoint.")
-@click.option("--region", help="AWS region of the SageMaker endpoint.")
-@click.option("--endpoint-url", help="Synthesize on a voicecli server (ws://HOST:PORT).")
-@click.option(
-    "--load",
-    "load",
-    metavar="N[,N...]",
-    help="Load mode: N concurrent conversations against `voicecli serve`.",
-)
-@click.option(
-    "--quality",
-    is_flag=True,
-    help="Instead of timing: how close audio decoded in parts is to whole-sentence audio "
-    "(SNR and log-mel distance per chunk, and WAVs of each way), with local Kokoro.",
-)
-@click.option(
-    "--load-turns",
-    type=click.IntRange(1, 100),
-    default=3,
-    show_default=True,
-    help="Turns per conversation in load mode.",
-)
-@click.option(
-    "--trial-timeout",
-    type=click.FloatRange(5.0, 3600.0),
-    default=300.0,
-    show_default=True,
-    help="Seconds before a turn is cancelled and reported.",
-)
-@click.option("--verbose", "-v", is_flag=True, default=None, help="Log debug details.")
-def bench(**options: Any) -> None:
-    """Measure how much sooner streaming speaks than buffered, at the sound.
-
-    Replays the same reply from a scripted LLM (or a real one) through the
-    pipeline, alternating streaming and --buffered, and reports each stage from
-    the turn timeline: first token, first sentence, synthesis, first audio chunk,
-    ring buffer, device. Writes JSON with every timestamp and an HTML waterfall
-    to --output-dir.
-    """
-    from voicecli.cli import user_errors
-
-    user_errors(_bench)(**options)
-
-
-def _bench(
-    *,
-    trials: int,
-    scenario: str,
-    text_file: Path | None,
-    tokens_per_second: float,
-    llm: str | None,
-    prompt: str,
-    config_path: Path | None,
-    play: bool,
-    output_dir: Path,
-    load: str | None,
-    load_turns: int,
-    trial_timeout: float,
-    quality: bool,
-    **flags: Any,
-) -> None:
-    from voicecli import bench_report, display
-    from voicecli.bench_scenarios import load_text_file, scenario_reply
-    from voicecli.cli import settings_from
-
-    reply = load_text_file(text_file) if text_file is not None else scenario_reply(scenario)
-    name = text_file.stem if text_file is not None else scenario
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise VoiceCliError(f"Cannot create the output directory {output_dir}: {exc}.") from None
-
-    if quality:
-        run_quality(settings_from(config_path, **flags), reply, name, output_dir)
-        return
-
-    if load is not None:
-        from voicecli import bench_load
-
-        settings = settings_from(config_path, **flags)
-        levels = parse_load(load)
-        result = bench_load.run_load(
-            settings,
-            levels=levels,
-            reply=reply,
-            tokens_per_second=tokens_per_second,
-            turns=load_turns,
-            scenario=name,
-            output_dir=output_dir,
-            turn_timeout=trial_timeout,
-            progress=display.note,
-        )
-        paths = bench_report.write_load_outputs(result, output_dir, f"load-{name}")
-        bench_report.print_load_report(result, display.out)
-        for path in paths:
-            display.note(f"wrote {path}")
-        return
-
-    llm = llm or ("openai" if flags.get("base_url") or flags.get("api_key") else "scripted")
-    wav_path = None if play else output_dir / f"bench-{name}.wav"
-    settings = settings_from(config_path, play=play, output=wav_path, **flags)
-    run = run_ab(
-        settings,
-        trials=trials,
-        llm=llm,
-        reply=reply if llm == "scripted" else None,
-        tokens_per_second=tokens_per_second,
-        prompt=prompt,
-        timeout=trial_timeout,
-        scenario=name if llm == "scripted" else llm,
-        progress=display.note,
-    )
-    paths = bench_report.write_outputs(run, output_dir, f"bench-{name}")
-    bench_report.print_report(run, display.out)
-    for path in paths:
-        display.note(f"wrote {path}")

@@ -17,8 +17,6 @@ is a load generator: it must not be pointed at someone else's machine).
 from __future__ import annotations
 
 import ipaddress
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -33,9 +31,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from voicecli import protocol as p
-from voicecli.bench_report import percentile
-from voicecli.bench_scenarios import ScriptedReply
+from voicecli.bench.machine import machine_info
+from voicecli.bench.metrics import percentile
+from voicecli.bench.scenarios import ScriptedReply
 from voicecli.cancel import CancelToken
+from voicecli.child import ChildProcess, free_port
 from voicecli.errors import VoiceCliError
 from voicecli.pipeline import TextUnits, TurnOptions
 
@@ -114,12 +114,6 @@ def wait_for_ping(base: str, timeout: float, alive: Callable[[], str | None]) ->
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ServeProcess:
     """`voicecli serve` as a child process on a free loopback port."""
 
@@ -127,7 +121,7 @@ class ServeProcess:
         self.settings = settings
         self.log_path = log_path
         self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child = ChildProcess(self.command(), log_path, grace=10.0)
 
     @property
     def ws_url(self) -> str:
@@ -154,33 +148,20 @@ class ServeProcess:
         return cmd
 
     def start(self) -> None:
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
+        self.child.start()
         wait_for_ping(f"http://127.0.0.1:{self.port}", STARTUP_TIMEOUT, self._gone)
 
     def _gone(self) -> str | None:
-        assert self.proc is not None
-        code = self.proc.poll()
+        code = self.child.exit_code()
         if code is None:
             return None
-        tail = self.log_path.read_text(errors="replace").strip().splitlines()[-8:]
         return (
             f"`voicecli serve` exited with code {code} before it was ready. Its log "
-            f"({self.log_path}) ends with:\n" + "\n".join(tail)
+            f"({self.log_path}) ends with:\n" + self.child.log_tail(8)
         )
 
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        self.child.stop()
 
 
 # --- one conversation -----------------------------------------------------------------------
@@ -418,7 +399,6 @@ def run_load(
     turn_timeout: float,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    from voicecli.bench import machine_info
 
     if settings.sagemaker_endpoint:
         raise VoiceCliError(

@@ -1,148 +1,33 @@
-"""The ``voicecli`` command: chat, say, serve, voices, devices."""
+"""The speaking commands (say, chat), the server (serve), and the listings
+(voices, devices) and model import; each one turns its options into settings
+and hands them to the library."""
 
 from __future__ import annotations
 
-import functools
-import logging
-import os
 import sys
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from voicecli import __version__, config, display
-from voicecli.bench import bench
+from voicecli import display
+from voicecli.cli.options import (
+    config_option,
+    llm_options,
+    output_options,
+    settings_from,
+    synthesis_options,
+    user_errors,
+    verbose_option,
+)
 from voicecli.errors import VoiceCliError
-from voicecli.frames import MAX_SPEED, MIN_SPEED
-
-log = logging.getLogger("voicecli")
-
-
-# --- shared options ----------------------------------------------------------------
-def speech_options(f: Callable) -> Callable:
-    options = [
-        click.option(
-            "--config",
-            "config_path",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="Config file (default ~/.config/voicecli/config.toml).",
-        ),
-        click.option("--voice", help="Kokoro voice, or a blend like af_heart+am_adam."),
-        click.option("--speed", type=float, help=f"Speaking rate, {MIN_SPEED} to {MAX_SPEED}."),
-        click.option("--lang", help="Kokoro language code (a, b, e, f, h, i, j, p, z)."),
-        click.option(
-            "--model-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="Local Kokoro files (config.json, kokoro-v1_0.pth, voices/).",
-        ),
-        click.option(
-            "--synthesis",
-            type=click.Choice(["phrases", "sentence"]),
-            help="phrases: decode a sentence in phrases when that avoids silence (default); "
-            "sentence: always whole, exact Kokoro.",
-        ),
-        click.option("--device", help="Output device: sounddevice index or name."),
-        click.option(
-            "--output",
-            "-o",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="Write the audio to this WAV file (instead of playing it).",
-        ),
-        click.option(
-            "--blocksize", type=int, help="Frames per audio callback (default 1200 = 50 ms)."
-        ),
-        click.option(
-            "--play/--no-play", default=None, help="Play on the device too when --output is given."
-        ),
-        click.option(
-            "--buffered",
-            is_flag=True,
-            default=None,
-            help="Release text to speech only when it is complete (for comparison).",
-        ),
-        click.option(
-            "--timings",
-            is_flag=True,
-            default=None,
-            help="Print each turn's timeline after the turn.",
-        ),
-        click.option("--sagemaker-endpoint", help="Synthesize on this SageMaker endpoint."),
-        click.option("--region", help="AWS region of the SageMaker endpoint."),
-        click.option("--endpoint-url", help="Synthesize on a voicecli server (ws://HOST:PORT)."),
-        click.option("--verbose", "-v", is_flag=True, default=None, help="Log debug details."),
-        click.option(
-            "--log-file",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="Write the log to this file.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
-
-
-def user_errors(f: Callable) -> Callable:
-    """VoiceCliError -> one clear line and its exit code; Ctrl-C -> a clean exit."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return f(*args, **kwargs)
-        except VoiceCliError as exc:
-            display.error(str(exc))
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            display.note("Interrupted.")
-            sys.exit(130)
-
-    return wrapper
-
-
-def settings_from(config_path: Path | None, **flags: Any) -> config.Settings:
-    settings = config.resolve(config_path, flags)
-    setup_logging(settings)
-    return settings
-
-
-def setup_logging(settings: config.Settings) -> None:
-    level = logging.DEBUG if settings.verbose else logging.WARNING
-    handlers: list[logging.Handler] = []
-    if settings.log_file is not None:
-        try:
-            handlers.append(logging.FileHandler(settings.log_file, encoding="utf-8"))
-        except OSError as exc:
-            raise VoiceCliError(
-                f"Cannot write the log file {settings.log_file}: {exc.strerror or exc}."
-            ) from None
-    if settings.verbose or settings.log_file is None:
-        handlers.append(logging.StreamHandler(sys.stderr))
-    logging.basicConfig(
-        level=level,
-        handlers=handlers,
-        force=True,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not settings.verbose:
-        # torch and kokoro warn about internals users cannot act on.
-        warnings.filterwarnings("ignore", category=UserWarning)
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        for noisy in ("torch", "phonemizer", "httpx", "urllib3", "botocore"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="voicecli")
-def cli() -> None:
-    """A voice assistant that starts speaking while the LLM is still writing."""
 
 
 # --- say ---------------------------------------------------------------------------
-@cli.command()
+@click.command()
 @click.argument("text", nargs=-1)
-@speech_options
+@synthesis_options
+@output_options
 @user_errors
 def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
     """Speak TEXT, or standard input sentence by sentence as it arrives."""
@@ -194,30 +79,19 @@ def check_speakable(text: str, code: str) -> None:
 
 
 # --- chat --------------------------------------------------------------------------
-@cli.command()
-@speech_options
+@click.command()
+@synthesis_options
+@output_options
 @click.option(
     "--llm",
     type=click.Choice(["auto", "local", "openai"]),
     default=None,
     help="auto: the embedded model unless a server or key is set.",
 )
-@click.option("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL).")
-@click.option("--api-key", help="API key (default: $OPENAI_API_KEY).")
-@click.option("--model", help="Model name on the server.")
-@click.option(
-    "--llm-model-path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="GGUF file for the embedded LLM.",
-)
+@llm_options
 @click.option("--system", "system_prompt", help="System prompt.")
 @click.option("--temperature", type=float, help="Sampling temperature.")
 @click.option("--max-tokens", type=int, help="Longest reply, in tokens.")
-@click.option(
-    "--fast-first/--no-fast-first",
-    default=None,
-    help="Cut the first chunk of a reply at a clause boundary to speak sooner.",
-)
 @click.option("--once", "once", metavar="QUESTION", help="Ask one question, speak, exit.")
 @user_errors
 def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
@@ -229,7 +103,7 @@ def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
 
 
 # --- serve -------------------------------------------------------------------------
-@cli.command()
+@click.command()
 @click.option(
     "--host",
     default="127.0.0.1",
@@ -237,11 +111,11 @@ def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
     help="Interface to listen on (the container uses 0.0.0.0).",
 )
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
+@config_option
 @click.option("--voice")
 @click.option("--lang")
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--verbose", "-v", is_flag=True, default=None)
+@verbose_option
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path))
 @user_errors
 def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
@@ -253,13 +127,13 @@ def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
 
 
 # --- voices, devices ---------------------------------------------------------------
-@cli.command()
+@click.command()
 @click.option(
     "--model-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="List the voices in this local model directory.",
 )
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
+@config_option
 @user_errors
 def voices(model_dir: Path | None, config_path: Path | None) -> None:
     """List Kokoro voices by language and gender."""
@@ -288,7 +162,7 @@ def voices(model_dir: Path | None, config_path: Path | None) -> None:
     )
 
 
-@cli.command()
+@click.command()
 @user_errors
 def devices() -> None:
     """List audio output devices; * marks the default."""
@@ -326,7 +200,7 @@ def devices() -> None:
     display.out.print(table)
 
 
-@cli.command("import-weights")
+@click.command("import-weights")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @user_errors
 def import_weights(out_dir: Path) -> None:
@@ -338,24 +212,3 @@ def import_weights(out_dir: Path) -> None:
     display.out.print(
         f"Use it with --model-dir {path} (or model_dir in the config file).", markup=False
     )
-
-
-cli.add_command(bench)
-
-
-def main() -> None:
-    try:
-        cli()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    else:
-        code = 0
-    # Leave without finalizing the interpreter. An interrupted synthesis may
-    # still be inside torch, and torch's worker threads abort the process when
-    # they are torn down mid-task ("terminate called without an active
-    # exception"). Everything that matters (WAV headers, the audio stream, the
-    # embedded LLM server) was closed on the way out.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

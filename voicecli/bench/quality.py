@@ -35,6 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from voicecli.bench.machine import machine_info
+from voicecli.bench.report import write_json
+from voicecli.bench.scenarios import ScriptedReply
+from voicecli.errors import VoiceCliError
 from voicecli.frames import SAMPLE_RATE
 from voicecli.protocol import to_pcm16
 from voicecli.tts.kokoro_engine import FRAME_SAMPLES, PartDecoder, Statistics
@@ -245,3 +249,30 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         "sentences decoded in more than one part.",
     ]
     return lines
+
+
+def run(settings: Any, reply: ScriptedReply, name: str, output_dir: Path) -> None:
+    """The command: render the reply's sentences every way, report, write JSON and WAVs."""
+    from voicecli import display
+    from voicecli.pipeline import TextUnits, TurnOptions
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    if settings.endpoint_url or settings.sagemaker_endpoint:
+        raise VoiceCliError("--quality measures the local Kokoro decoder: drop the endpoint.")
+    units = TextUnits(TurnOptions(code=settings.code))
+    texts = [spoken for _, spoken in units.feed(reply.text) + units.flush()]
+    with display.err.status("Loading the speech model…", spinner="dots"):
+        synth = KokoroSynthesizer(
+            voice=settings.voice, speed=settings.speed, lang=settings.lang,
+            model_dir=settings.model_dir,
+        )  # fmt: skip
+    display.note(f"rendering {len(texts)} sentences {len(STRATEGIES) + 2} ways")
+    result = measure(synth, texts)
+    stem = f"quality-{name}"
+    paths = write_wavs(result.pop("audio"), output_dir, stem)
+    result.update(machine=machine_info(), synth=synth.describe(), scenario=name)
+    paths.insert(0, write_json(result, output_dir / f"{stem}.json"))
+    for line in report_lines(result):
+        display.out.print(line, markup=False)
+    for path in paths:
+        display.note(f"wrote {path}")

@@ -1,0 +1,40 @@
+"""What machine a benchmark ran on, recorded with every result."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        info["usable_cores"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        info["usable_cores"] = os.cpu_count()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        # Other work on the machine skews every figure: record how busy it was.
+        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    return info

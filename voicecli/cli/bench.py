@@ -1,0 +1,200 @@
+"""``voicecli bench``: its options, and which benchmark they pick (A/B, load or
+quality). The benchmarks themselves live in ``voicecli.bench``; they are
+imported when the command runs, so that ``voicecli --help`` stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from voicecli.bench.scenarios import SCENARIOS
+from voicecli.cli.options import llm_options, settings_from, synthesis_options, user_errors
+from voicecli.errors import VoiceCliError
+
+DEFAULT_OUT = Path("bench-out")
+DEFAULT_PROMPT = "Explain in five short spoken sentences how to fix a slow home Wi-Fi connection."
+
+
+def parse_load(value: str) -> list[int]:
+    try:
+        levels = [int(part) for part in value.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise VoiceCliError(f"--load {value!r}: give a number or a list like 1,2,4,8.") from None
+    if not levels or any(n < 1 or n > 64 for n in levels):
+        raise VoiceCliError(f"--load {value!r}: each level must be 1 to 64 conversations.")
+    return sorted(set(levels))
+
+
+@click.command()
+@click.option(
+    "--trials",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Trials per mode (modes alternate: streaming, buffered, ...).",
+)
+@click.option(
+    "--scenario",
+    type=click.Choice(list(SCENARIOS)),
+    default="medium",
+    show_default=True,
+    help="Built-in reply: "
+    + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
+    + ".",
+)
+@click.option(
+    "--text-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Your own reply to replay; [[pause 2.0]] marks a pause in the stream.",
+)
+@click.option(
+    "--tokens-per-second",
+    type=click.FloatRange(1.0, 10000.0),
+    default=50.0,
+    show_default=True,
+    help="Token rate of the scripted LLM.",
+)
+@click.option(
+    "--llm",
+    type=click.Choice(["scripted", "openai", "local"]),
+    default=None,
+    help="Where the text comes from (default: scripted, or openai with --base-url).",
+)
+@click.option(
+    "--prompt",
+    default=DEFAULT_PROMPT,
+    show_default=True,
+    help="The question asked of a real LLM (--llm openai or local).",
+)
+@synthesis_options
+@click.option(
+    "--play/--no-play",
+    default=True,
+    show_default=True,
+    help="--no-play benches into a WAV file: 'played' then means written.",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="Where the JSON, HTML and PNG go.",
+)
+@llm_options
+@click.option(
+    "--load",
+    "load",
+    metavar="N[,N...]",
+    help="Load mode: N concurrent conversations against `voicecli serve`.",
+)
+@click.option(
+    "--quality",
+    is_flag=True,
+    help="Instead of timing: how close audio decoded in parts is to whole-sentence audio "
+    "(SNR and log-mel distance per chunk, and WAVs of each way), with local Kokoro.",
+)
+@click.option(
+    "--load-turns",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Turns per conversation in load mode.",
+)
+@click.option(
+    "--trial-timeout",
+    type=click.FloatRange(5.0, 3600.0),
+    default=300.0,
+    show_default=True,
+    help="Seconds before a turn is cancelled and reported.",
+)
+@user_errors
+def bench(**options: Any) -> None:
+    """Measure how much sooner streaming speaks than buffered, at the sound.
+
+    Replays the same reply from a scripted LLM (or a real one) through the
+    pipeline, alternating streaming and --buffered, and reports each stage from
+    the turn timeline: first token, first sentence, synthesis, first audio chunk,
+    ring buffer, device. Writes JSON with every timestamp and an HTML waterfall
+    to --output-dir.
+    """
+    _bench(**options)
+
+
+def _bench(
+    *,
+    trials: int,
+    scenario: str,
+    text_file: Path | None,
+    tokens_per_second: float,
+    llm: str | None,
+    prompt: str,
+    config_path: Path | None,
+    play: bool,
+    output_dir: Path,
+    load: str | None,
+    load_turns: int,
+    trial_timeout: float,
+    quality: bool,
+    **flags: Any,
+) -> None:
+    from voicecli import display
+    from voicecli.bench import report
+    from voicecli.bench.scenarios import load_text_file, scenario_reply
+
+    reply = load_text_file(text_file) if text_file is not None else scenario_reply(scenario)
+    name = text_file.stem if text_file is not None else scenario
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise VoiceCliError(f"Cannot create the output directory {output_dir}: {exc}.") from None
+
+    if quality:
+        from voicecli.bench import quality as quality_bench
+
+        quality_bench.run(settings_from(config_path, **flags), reply, name, output_dir)
+        return
+
+    if load is not None:
+        from voicecli.bench import load as load_bench
+
+        settings = settings_from(config_path, **flags)
+        levels = parse_load(load)
+        result = load_bench.run_load(
+            settings,
+            levels=levels,
+            reply=reply,
+            tokens_per_second=tokens_per_second,
+            turns=load_turns,
+            scenario=name,
+            output_dir=output_dir,
+            turn_timeout=trial_timeout,
+            progress=display.note,
+        )
+        paths = report.write_load_outputs(result, output_dir, f"load-{name}")
+        report.print_load_report(result, display.out)
+        for path in paths:
+            display.note(f"wrote {path}")
+        return
+
+    llm = llm or ("openai" if flags.get("base_url") or flags.get("api_key") else "scripted")
+    wav_path = None if play else output_dir / f"bench-{name}.wav"
+    settings = settings_from(config_path, play=play, output=wav_path, **flags)
+    from voicecli.bench.ab import run_ab
+
+    run = run_ab(
+        settings,
+        trials=trials,
+        llm=llm,
+        reply=reply if llm == "scripted" else None,
+        tokens_per_second=tokens_per_second,
+        prompt=prompt,
+        timeout=trial_timeout,
+        scenario=name if llm == "scripted" else llm,
+        progress=display.note,
+    )
+    paths = report.write_outputs(run, output_dir, f"bench-{name}")
+    report.print_report(run, display.out)
+    for path in paths:
+        display.note(f"wrote {path}")

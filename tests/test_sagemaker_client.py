@@ -120,6 +120,12 @@ def test_end_to_end_through_the_real_container_stream() -> None:
         def speaker(self) -> Any:
             return self
 
+        def ahead(self) -> float:
+            return 0.0  # every listener alike: plain turns
+
+        def limit_parts(self, seconds: float | None) -> None:
+            pass  # its parts are fixed
+
         def speak_phonemes(
             self, chunks: list[str], cancel: Any = None, voice: Any = None, speed: Any = None
         ) -> Iterator[np.ndarray]:

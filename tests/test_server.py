@@ -281,6 +281,12 @@ class GatedModel:
     def speaker(self) -> Any:
         return self  # one stand-in listener for every connection
 
+    def ahead(self) -> float:
+        return 0.0  # every listener alike: plain turns
+
+    def limit_parts(self, seconds: float | None) -> None:
+        pass  # its parts are fixed
+
     def speak_phonemes(
         self,
         chunks: list[str],

@@ -61,6 +61,12 @@ class PacedModel:
     def speaker(self) -> Any:
         return self
 
+    def ahead(self) -> float:
+        return 0.0  # every listener alike: plain turns
+
+    def limit_parts(self, seconds: float | None) -> None:
+        pass  # its parts are fixed
+
     def speak_phonemes(self, chunks: list[str], cancel: Any = None, voice: Any = None,
                        speed: Any = None) -> Iterator[np.ndarray]:  # fmt: skip
         text = chunks[0]

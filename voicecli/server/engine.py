@@ -2,9 +2,12 @@
 of the server in turn.
 
 * A client (``Listener``) is one WebSocket connection, or one HTTP request. Its speak
-  requests (``Job``) run in order; listeners take turns, one decoded part each (a
-  phrase or a sentence, see ``voicecli.tts.phrases``), so a client with a long text or
-  a deep queue delays the others by at most one part per turn.
+  requests (``Job``) run in order. The worker decodes one part at a time (a phrase or
+  a sentence, see ``voicecli.tts.phrases``), each time for the listener with the least
+  audio queued (on its playhead), ties in turn: so the client about to fall silent
+  goes first, and a client with a long text, a deep queue or no reading gets ahead
+  only while nobody else needs the model. While others wait, a part is kept to
+  ``Limits.shared_part_seconds`` of decoding where a pause allows.
 * Text becomes phonemes on a thread of its own, as requests arrive, so that one
   client's text processing never waits behind another's synthesis.
 * The worker adds audio to a listener's outbox only while the client keeps reading it.
@@ -17,7 +20,6 @@ of the server in turn.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 import time
@@ -39,6 +41,14 @@ log = logging.getLogger(__name__)
 
 class Speaker(Protocol):
     """Speaks to one listener, keeping its playhead across requests."""
+
+    def ahead(self) -> float:
+        """Seconds of audio the listener has been given and not yet heard."""
+        ...
+
+    def limit_parts(self, seconds: float | None) -> None:
+        """Keep each next part's decoding to about ``seconds``, where possible."""
+        ...
 
     def speak_phonemes(
         self,
@@ -133,7 +143,7 @@ class Engine:
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._text_stage = concurrent.futures.ThreadPoolExecutor(1, "voicecli-g2p")
+        self._text_thread: threading.Thread | None = None
         self.model: SpeechModel | None = None
         self.load_error: str | None = None
         self.ready = threading.Event()  # the model is loaded
@@ -144,14 +154,18 @@ class Engine:
         self._loop = loop
         self._thread = threading.Thread(target=self._main, name="voicecli-server", daemon=True)
         self._thread.start()
+        self._text_thread = threading.Thread(
+            target=self._text_main, name="voicecli-g2p", daemon=True
+        )
+        self._text_thread.start()
 
     def stop(self) -> None:
         with self._work:
             self._stopping = True
             self._work.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._text_stage.shutdown(wait=False, cancel_futures=True)
+        for thread in (self._thread, self._text_thread):
+            if thread is not None:
+                thread.join(timeout=5)
 
     def listener(self, outbox: Outbox) -> Listener:
         listener = Listener(outbox)
@@ -186,24 +200,49 @@ class Engine:
                     job.request_id,
                 )
             listener.jobs.append(job)
-        self._text_stage.submit(self._phonemize, job)
+            self._work.notify_all()
 
     # --- the text stage's thread ------------------------------------------------------
-    def _phonemize(self, job: Job) -> None:
+    def _text_main(self) -> None:
         self._settled.wait()
+        while True:
+            with self._work:
+                job = self._next_text_job()
+                while job is None and not self._stopping:
+                    self._work.wait(POLL)
+                    job = self._next_text_job()
+                if self._stopping:
+                    return
+            self._phonemize(job)
+            with self._work:
+                self._work.notify_all()
+
+    def _next_text_job(self) -> Job | None:
+        """The first job still in text, of the client with the fewest jobs ready to
+        speak (lock held): one client's deep queue never delays another's text."""
+        best: tuple[int, Job] | None = None
+        for listener in self._listeners:
+            waiting = [j for j in listener.jobs if j.chunks is None and j.error is None]
+            waiting = [j for j in waiting if not j.cancel.cancelled]
+            if not waiting:
+                continue
+            ready = sum(1 for j in listener.jobs if j.chunks is not None)
+            if best is None or ready < best[0]:
+                best = (ready, waiting[0])
+        return best[1] if best is not None else None
+
+    def _phonemize(self, job: Job) -> None:
         if self.model is None:
             self._on_loop(
                 job.fail, p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}"
             )
+            job.error = (p.SYNTHESIS_FAILED, "the model failed to load")
             return
         try:
-            if not job.cancel.cancelled:
-                job.chunks = [c for s in split_sentences(job.text) for c in self.model.phonemes(s)]
+            job.chunks = [c for s in split_sentences(job.text) for c in self.model.phonemes(s)]
         except Exception as exc:  # noqa: BLE001 - one bad text must not stop the stage
             log.warning("text stage failed for request %s: %r", job.request_id, exc)
             job.error = (p.SYNTHESIS_FAILED, f"could not read the text: {type(exc).__name__}")
-        with self._work:
-            self._work.notify_all()
 
     # --- the worker thread ------------------------------------------------------------
     def _main(self) -> None:
@@ -232,27 +271,35 @@ class Engine:
                     continue
             self._step(*turn)
 
-    def _next_turn(self) -> tuple[Listener, Job] | None:
-        """The next listener, in turn, whose first job can make progress (lock held)."""
+    def _next_turn(self) -> tuple[Listener, Job, bool] | None:
+        """The listener to serve next, its first job, and whether anyone else is waiting
+        (lock held): a job to drop goes first, then whoever has the least audio queued."""
         now = time.monotonic()
-        for _ in range(len(self._listeners)):
-            listener = self._listeners[0]
-            self._listeners.rotate(-1)  # whoever goes now goes last next time
+        ready: list[tuple[float, Listener, Job]] = []
+        for listener in self._listeners:
             if not listener.jobs:
                 continue
             job = listener.jobs[0]
             if job.cancel.cancelled or job.error is not None:
-                return listener, job
+                ready = [(-1.0, listener, job)]
+                break
             if job.chunks is None:
                 continue  # still in the text stage
-            if listener.outbox.has_room:
-                return listener, job
-            if now - listener.outbox.last_taken > self.limits.stall_timeout:
-                self._on_loop(self._end_stalled, listener)
-        return None
+            if not listener.outbox.has_room:
+                if now - listener.outbox.last_taken > self.limits.stall_timeout:
+                    self._on_loop(self._end_stalled, listener)
+                continue
+            queued = listener.speaker.ahead() if listener.speaker is not None else 0.0
+            ready.append((queued, listener, job))
+        if not ready:
+            return None
+        _, listener, job = min(ready, key=lambda item: item[0])  # the first of equals
+        self._listeners.remove(listener)
+        self._listeners.append(listener)  # whoever goes now goes last among equals
+        return listener, job, len(ready) > 1
 
-    def _step(self, listener: Listener, job: Job) -> None:
-        """One part of ``job``, or its end."""
+    def _step(self, listener: Listener, job: Job, shared: bool) -> None:
+        """One part of ``job``, or its end; a short one if others are ``shared`` waiting."""
         if job.cancel.cancelled or job.error is not None:
             if job.error is not None:
                 self._on_loop(job.fail, *job.error)
@@ -266,6 +313,7 @@ class Engine:
                 job.audio = listener.speaker.speak_phonemes(
                     job.chunks, job.cancel, voice=job.voice, speed=job.speed
                 )
+            listener.speaker.limit_parts(self.limits.shared_part_seconds if shared else None)
             audio = next(job.audio, None)
         except VoiceCliError as exc:  # e.g. a voice not in the voice set: the client's to fix
             self._on_loop(job.fail, p.BAD_REQUEST, str(exc))

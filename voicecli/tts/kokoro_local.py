@@ -51,6 +51,15 @@ class Speaker:
         # heard text needs it while a sentence's last part is still being decoded.
         self.expected_samples: int | None = None
 
+    def ahead(self) -> float:
+        """Seconds of audio given to the listener and, at 1x, not yet heard."""
+        return self.plan.playhead.ahead()
+
+    def limit_parts(self, seconds: float | None) -> None:
+        """Take at most about ``seconds`` to decode each next part, where a pause allows
+        it (a server sets it while other clients wait); None lifts the limit."""
+        self.plan.max_seconds = seconds
+
     def speak(
         self,
         text: str,

@@ -81,6 +81,9 @@ class PhrasePlan:
     playhead: Playhead = field(default_factory=Playhead)
     context: int = 0  # extra frames each decode pays for, outside the part
     min_part: int = MIN_PART_FRAMES
+    # Seconds of decoding one part may take, at most, where possible: a server sets it
+    # while other clients wait for their turn, so that no part of one keeps them long.
+    max_seconds: float | None = None
 
     def next_end(self, start: int, frames: int, pauses: list[int]) -> int:
         """Where the part beginning at ``start`` should end (``frames`` = the end).
@@ -90,20 +93,28 @@ class PhrasePlan:
         still fits. With nothing queued (the start of a turn) or nothing fitting, the
         pause that keeps the listener waiting least in all: the wait for this part plus
         the stall, if any, while the part after it is decoded. Every cut is in a pause,
-        so a stall only lengthens a pause the voice makes anyway.
+        so a stall only lengthens a pause the voice makes anyway. Under ``max_seconds``,
+        a part longer than that is cut at its first usable pause.
         """
         ahead = self.playhead.ahead()
         budget = SAFETY * ahead
+        cap = float("inf") if self.max_seconds is None else self.max_seconds
         after = self.cost.prepare + self.cost.predict(self.min_part, self.context)
-        if self.cost.predict(frames - start, self.context) <= budget - after:
+        whole = self.cost.predict(frames - start, self.context)
+        if whole <= budget - after and whole <= cap:
             return frames
         usable = [p for p in pauses if p - start >= self.min_part and frames - p >= self.min_part]
-        fitting = [p for p in usable if self.cost.predict(p - start, self.context) <= budget]
+        fitting = [
+            p for p in usable if self.cost.predict(p - start, self.context) <= min(budget, cap)
+        ]
         if fitting:
             return fitting[-1]
-        return min(
+        best = min(
             [*usable, frames], key=lambda end: self._silence(start, end, frames, usable, ahead)
         )
+        if self.cost.predict(best - start, self.context) > cap and usable:
+            return usable[0]
+        return best
 
     def _silence(self, start: int, end: int, frames: int, pauses: list[int], ahead: float) -> float:
         """Seconds the listener waits if the next part ends at ``end``: for it to be

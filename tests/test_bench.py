@@ -248,3 +248,28 @@ def test_load_drives_a_real_server(tiny_model_dir, tmp_path):
     assert (out / "load-serve.log").read_text()
     leftover = {t.name for t in threading.enumerate()} - before
     assert not [n for n in leftover if n.startswith("bench-load")]
+
+
+# --- isolation mode -------------------------------------------------------------------------
+def test_isolation_measures_a_healthy_client_beside_each_hostile_one(tiny_model_dir, tmp_path):
+    pytest.importorskip("uvicorn", reason="voicecli serve needs the server extra")
+    text = tmp_path / "reply.txt"
+    text.write_text("Hello there, friend. See you soon.")
+    out = tmp_path / "out"
+    result = invoke(
+        "--isolation", "--trials", "1", "--random-requests", "300", "--text-file", str(text),
+        "--tokens-per-second", "400", "--output-dir", str(out), "--trial-timeout", "120",
+        *tiny(tiny_model_dir),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "isolation-reply.json").read_text())
+    assert list(data["conditions"]) == ["alone", "non-reading", "flooding", "long-text"]
+    for name, condition in data["conditions"].items():
+        s = condition["stats"]
+        assert s["turns_ok"] == s["turns"] == 1, (name, s["errors"])
+        assert s["ttfa_p50"] is not None
+        if name != "alone":
+            assert condition["hostile"][0]["sent"] > 0  # it really misbehaved
+    memory = data["memory"]
+    assert memory["sent"] == 300 and memory["after_mib"] > 0 and memory["before_mib"] > 0
+    assert "vs alone" in result.output and "Server memory" in result.output

@@ -96,6 +96,20 @@ def parse_load(value: str) -> list[int]:
     "(SNR and log-mel distance per chunk, and WAVs of each way), with local Kokoro.",
 )
 @click.option(
+    "--isolation",
+    is_flag=True,
+    help="Isolation mode: a healthy client of `voicecli serve` alone and beside a "
+    "non-reading, a flooding and a long-text client (--trials rounds), then the server's "
+    "memory around --random-requests random requests.",
+)
+@click.option(
+    "--random-requests",
+    type=click.IntRange(0, 1_000_000),
+    default=10_000,
+    show_default=True,
+    help="Random requests sent in isolation mode before the server's memory is read again.",
+)
+@click.option(
     "--load-turns",
     type=click.IntRange(1, 100),
     default=3,
@@ -137,6 +151,8 @@ def _bench(
     load_turns: int,
     trial_timeout: float,
     quality: bool,
+    isolation: bool,
+    random_requests: int,
     **flags: Any,
 ) -> None:
     from voicecli import display
@@ -154,6 +170,26 @@ def _bench(
         from voicecli.bench import quality as quality_bench
 
         quality_bench.run(settings_from(config_path, **flags), reply, name, output_dir)
+        return
+
+    if isolation:
+        from voicecli.bench import isolation as isolation_bench
+
+        result = isolation_bench.run_isolation(
+            settings_from(config_path, **flags),
+            reply=reply,
+            tokens_per_second=tokens_per_second,
+            rounds=trials,
+            scenario=name,
+            output_dir=output_dir,
+            turn_timeout=trial_timeout,
+            random_count=random_requests,
+            progress=display.note,
+        )
+        path = report.write_json(result, output_dir / f"isolation-{name}.json")
+        for line in isolation_bench.report_lines(result):
+            display.out.print(line, markup=False)
+        display.note(f"wrote {path}")
         return
 
     if load is not None:

@@ -54,15 +54,19 @@ def test_every_part_knows_the_length_of_its_whole_sentence(tiny_synth, every_few
 
 def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_synth):
     text = " ".join(["Here is a reasonably long clause with many plain words."] * 12)
-    speaker = tiny_synth.speaker()
     chunks = tiny_synth.phonemes(text)
     assert len(chunks) > 1  # more than Kokoro's 510 phonemes
-    spoken, estimates = 0, []
-    for samples in speaker.speak_phonemes(chunks):
-        spoken += samples.size
-        estimates.append(speaker.expected_samples)
-    assert estimates[-1] == spoken  # exact once the last chunk is prepared
-    assert 0.5 * spoken < estimates[0] < 2.0 * spoken  # estimated from phonemes before
+    speaker = tiny_synth.speaker()
+    parts = speaker.speak_phonemes(chunks)
+    next(parts)  # only the first chunk is prepared so far
+    estimate = speaker.expected_samples
+    parts.close()
+    engine = tiny_synth.engine
+    utts = [engine.prepare(c, tiny_synth.voice, tiny_synth.speed) for c in chunks]
+    # The speaker trims the turn's leading silence (its first utterance's onset).
+    truth = (sum(u.frames for u in utts) - utts[0].onset()) * FRAME_SAMPLES
+    assert 0.5 * truth < estimate < 2.0 * truth
+    assert estimate != (utts[0].frames - utts[0].onset()) * FRAME_SAMPLES  # not the first only
 
 
 def test_sentence_mode_decodes_every_sentence_whole(tiny_model_dir, every_few_frames):

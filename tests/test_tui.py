@@ -132,6 +132,7 @@ def test_pause_loses_no_audio(tiny_model_dir, capture_device, home):
         child.send(" ")
         tui.wait_state(child, "speaking")
         tui.wait_prompt(child)
+        llm.script = Script.from_text("Yes.", tokens_per_second=40)
         child.sendline("more")
         tui.wait_prompt(child)
         child.sendline("/quit")

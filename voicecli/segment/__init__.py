@@ -28,49 +28,8 @@ from __future__ import annotations
 
 import re
 
-# Characters that may end a sentence when followed by whitespace.
-_TERMINATORS = frozenset(".!?…")
-# CJK terminators end a sentence without needing a following space.
-_CJK_TERMINATORS = frozenset("。！？")
-# Kept with the sentence they close: quotes, brackets and markdown emphasis markers.
-_CLOSERS = frozenset("\"')]}»”’」』）】》*_~`")
-# Skipped before looking at the case of the next word.
-_OPENERS = frozenset("\"'([{«“‘「『（【《*_~")
-
-# Abbreviations that are always followed by more of the same sentence.
-_NEVER_FINAL = frozenset(
-    """Mr Mrs Ms Mx Dr Prof Rev Hon Messrs Mmes Sgt Capt Cpt Lt Col Gen Cmdr Adm Gov Sen
-    Rep Pres Fr MR MRS MS DR PROF e.g i.e E.g I.e eg ie vs Vs cf Cf viz approx Approx
-    appr ca incl esp resp w.r.t""".split()
-)
-# Abbreviations that usually precede a number ("No. 5", "Fig. 2", "Jan. 15").
-_BEFORE_NUMBER = frozenset(
-    """No no Nos nos Nr nr Fig fig Figs figs Vol vol Vols vols p pp Eq eq Eqs Sec Ch ch
-    Art Ex Op Tab Ver ver v V Pt Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec""".split()
-)
-# Abbreviations that may end a sentence but are often followed by a capitalised name.
-_SUFFIXES = frozenset(
-    """Inc Ltd Co Corp Jr Sr Bros St Mt Ft Ave Rd Blvd Dept Univ Assn Est
-    Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun""".split()
-)
-# Capitalised words that start sentences far more often than they continue a name.
-_STARTERS = frozenset(
-    """The This That These Those There Then Than Thus Their They Its It He She We You
-    Your Our My His Her But And Or So Yet However Here In On At For If When While After
-    Before Also As What Why How Who Where Which Now Today Yes Not Some Many Most All Each
-    Every One Let Please Note See Use To With By From Thanks Finally First Second Third
-    Next Meanwhile Still Although Because Since Instead Otherwise Overall Once Even Just
-    Only Other Another Both Such Unlike Like Well Oh Hi Hello Sure Okay OK Later
-    Afterwards Currently Recently Again Is Are Was Were Do Does Did Can Could Would
-    Should Will""".split()
-)
-_MAX_STARTER = max(map(len, _STARTERS))
-
-_INITIAL = re.compile(r"[A-Z]")
-# "U.S.", "Ph.D.", "p.m.": often followed by a name ("U.S. Army", "p.m. Eastern").
-_ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|[A-Z][a-z]\.[A-Z]")
-# "1." or "a." at the start of a line is a list marker, not the end of a sentence.
-_LIST_MARKER = re.compile(r"\d{1,3}|[A-Za-z]|[ivxIVX]{2,4}")
+from voicecli.segment.lines import classify_line, fence_closes
+from voicecli.segment.rules import CJK_TERMINATORS, CLOSERS, TERMINATORS, ends_sentence
 
 # Where a scan has to stop and think. Clause marks only matter for the fast first cut.
 _SPECIAL_FIRST = re.compile(r"[.!?…。！？\n,;:—–\-，、；：]")
@@ -83,39 +42,6 @@ _CJK_RANGE = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_CHAR = re.compile(f"[{_CJK_RANGE}]")
 # For counting words: each ideograph counts as one, like a word in spaced scripts.
 _WORD = re.compile(f"[{_CJK_RANGE}]|[^\\W{_CJK_RANGE}]+")
-
-# Line starts: how far to look, and which first characters can start a structure.
-_LINE_PEEK = 20
-_FENCE_PEEK = 64
-_STRUCT_START = frozenset("`~#-*+•|0123456789\r")
-_BLANK = re.compile(r"[ \t\r]*\n")
-# The marker's length must be known (a closing fence must be as long), hence the lookahead.
-_FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`])|~{3,}(?=[^~]))")
-_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t\r]*\n")
-_HEADING = re.compile(r" {0,3}#{1,6}[ \t\n]")
-_ITEM = re.compile(r"[ \t]{0,8}(?:[-*+•]|\d{1,3}[.)])[ \t]")
-_TABLE_ROW = re.compile(r"[ \t]{0,3}\|")
-_PLAIN = ("text", "")
-_LINE_KINDS = (
-    ("blank", _BLANK),
-    ("fence", _FENCE_OPEN),
-    ("heading", _HEADING),
-    ("item", _ITEM),
-    ("table", _TABLE_ROW),
-)
-
-
-def _line_kind(line: str) -> tuple[str, str] | None:
-    """The structure a line starts with, and the text that marks it."""
-    for kind, pattern in _LINE_KINDS:
-        m = pattern.match(line)
-        if m:
-            return kind, m.group(m.lastindex or 0)
-    return None
-
-
-# Decisions are tri-state: True / False, or None when the text needed has not arrived.
-Decision = bool | None
 
 
 class Segmenter:
@@ -216,9 +142,9 @@ class Segmenter:
                 if self._newline_mode:
                     self._emit(idx)
                 continue
-            if ch in _TERMINATORS:
+            if ch in TERMINATORS:
                 step = self._on_terminator(idx, final)
-            elif ch in _CJK_TERMINATORS:
+            elif ch in CJK_TERMINATORS:
                 step = self._on_cjk_terminator(idx, final)
             else:
                 step = self._on_clause_mark(idx, final)
@@ -232,7 +158,7 @@ class Segmenter:
         Returns False when the line's beginning has not arrived yet.
         """
         if self._fence:
-            closed = self._fence_closes(i, final)
+            closed = fence_closes(self._buf, i, self._fence, final)
             if closed is None:
                 return False
             if closed:
@@ -244,7 +170,7 @@ class Segmenter:
                 self._line_kind = "text"
             return True
 
-        classified = self._classify_line(i, final)
+        classified = classify_line(self._buf, i, final)
         if classified is None:
             return False
         kind, marker = classified
@@ -265,10 +191,10 @@ class Segmenter:
         buf = self._buf
         n = len(buf)
         j = i + 1
-        while j < n and buf[j] in _TERMINATORS:
+        while j < n and buf[j] in TERMINATORS:
             j += 1
         end = j  # one past the terminator run
-        while j < n and buf[j] in _CLOSERS:
+        while j < n and buf[j] in CLOSERS:
             j += 1
         if j >= n:
             if not final:
@@ -276,7 +202,16 @@ class Segmenter:
             return j
         if not buf[j].isspace():
             return end  # "4.99", "a.b@c.com", "e.g." inner dots: not a boundary
-        decision = self._ends_sentence(i, end, j, final)
+        decision = ends_sentence(
+            buf,
+            self._start,
+            i,
+            end,
+            j,
+            final=final,
+            newline_mode=self._newline_mode,
+            at_line_start=self._at_line_start,
+        )
         if decision is None:
             return None
         if decision:
@@ -287,7 +222,7 @@ class Segmenter:
         buf = self._buf
         n = len(buf)
         j = i + 1
-        while j < n and (buf[j] in _CJK_TERMINATORS or buf[j] in _CLOSERS):
+        while j < n and (buf[j] in CJK_TERMINATORS or buf[j] in CLOSERS):
             j += 1
         if j >= n and not final:
             return None
@@ -315,57 +250,7 @@ class Segmenter:
         self._first_cut(i + 1)
         return i + 1
 
-    # -- decisions ----------------------------------------------------------------
-
-    def _ends_sentence(self, i: int, end: int, ws: int, final: bool) -> Decision:
-        """Does the terminator run ending at ``end`` (whitespace from ``ws``) end a sentence?"""
-        buf = self._buf
-        n = len(buf)
-        k = ws
-        newlines = 0
-        while k < n and buf[k].isspace():
-            newlines += buf[k] == "\n"
-            k += 1
-        # A paragraph break (or any newline in line mode) ends the unit whatever follows,
-        # so there is no need to wait for the next word.
-        if newlines >= 2 or (newlines and self._newline_mode):
-            return True
-        while k < n and buf[k] in _OPENERS:
-            k += 1
-        if k >= n:
-            return True if final else None
-        nxt = buf[k]
-        lower_next = nxt.islower()
-
-        run_start = i
-        while run_start > self._start and buf[run_start - 1] in _TERMINATORS:
-            run_start -= 1
-        if buf[run_start:end] != ".":
-            return not lower_next  # "!", "?", "?!", "...", "…"
-
-        token_start = run_start
-        while token_start > self._start and not buf[token_start - 1].isspace():
-            token_start -= 1
-        while token_start < run_start and buf[token_start] in _OPENERS:
-            token_start += 1
-        token = buf[token_start:run_start]
-
-        if token in _NEVER_FINAL:
-            return False
-        if token in _BEFORE_NUMBER and nxt.isdigit():
-            return False
-        if _LIST_MARKER.fullmatch(token) and self._at_line_start(token_start):
-            return False
-        if token in _SUFFIXES or _INITIAL.fullmatch(token) or _ACRONYM.fullmatch(token):
-            if not nxt.isupper():
-                return not lower_next
-            word_end = k
-            while word_end < n and buf[word_end].isalpha() and word_end - k <= _MAX_STARTER:
-                word_end += 1
-            if word_end >= n and not final:
-                return None
-            return buf[k:word_end] in _STARTERS
-        return not lower_next
+    # -- position ------------------------------------------------------------------
 
     def _at_line_start(self, i: int) -> bool:
         k = i - 1
@@ -377,43 +262,6 @@ class Segmenter:
 
     def _char_before_start(self) -> str:
         return self._buf[self._start - 1] if self._start > 0 else self._before
-
-    def _line_window(self, i: int, peek: int, final: bool) -> str | None:
-        """The line at ``i`` up to ``peek`` chars, with "\\n" appended if it ended there."""
-        buf = self._buf
-        nl = buf.find("\n", i, i + peek)
-        if nl != -1:
-            return buf[i : nl + 1]
-        if len(buf) - i >= peek:
-            return buf[i : i + peek]
-        if final:
-            return buf[i:] + "\n"
-        return None
-
-    def _classify_line(self, i: int, final: bool) -> tuple[str, str] | None:
-        line = self._line_window(i, _LINE_PEEK, final)
-        if line is not None:
-            return _line_kind(line) or _PLAIN
-        # The structures start with different characters and none of their patterns looks
-        # past its end, so a match on a partial line stands whatever follows.
-        head = self._buf[i:]
-        kind = _line_kind(head)
-        if kind:
-            return kind
-        stripped = head.lstrip(" \t")
-        if stripped and stripped[0] not in _STRUCT_START:
-            return _PLAIN
-        return None
-
-    def _fence_closes(self, i: int, final: bool) -> Decision:
-        line = self._line_window(i, _FENCE_PEEK, final)
-        if line is None:
-            head = self._buf[i:].lstrip(" ")
-            if head and head[0] != self._fence[0]:
-                return False
-            return None
-        m = _FENCE_CLOSE.match(line)
-        return bool(m and m.group(1)[0] == self._fence[0] and len(m.group(1)) >= len(self._fence))
 
     # -- cutting ------------------------------------------------------------------
 

@@ -149,6 +149,17 @@ def test_settings_precedence(tmp_path, monkeypatch):
     assert resolve(path, {}, environ=env).speed == 1.3
 
 
+@pytest.mark.parametrize("name", ["llm_threads", "synth_threads"])
+def test_thread_settings_are_whole_numbers_in_range(name):
+    from voicecli.config import resolve
+    from voicecli.errors import VoiceCliError
+
+    assert getattr(resolve(None, {name: 2}, environ={}), name) == 2
+    for bad in (0, 1000, 1.5):
+        with pytest.raises(VoiceCliError, match=name):
+            resolve(None, {name: bad}, environ={})
+
+
 def test_config_example_documents_every_setting():
     text = (ROOT / "config.example.toml").read_text()
     missing = [f.name for f in fields(Settings) if f"{f.name} =" not in text]

@@ -89,3 +89,14 @@ def test_a_bad_mode_is_a_clear_error(tiny_model_dir):
 
     with pytest.raises(VoiceCliError, match="phrases or sentence"):
         KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="windows")
+
+
+def test_synth_threads_set_torch_threads_for_the_process(tiny_model_dir):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, threads=1)
+        assert torch.get_num_threads() == 1 and synth.describe()["threads"] == 1
+    finally:
+        torch.set_num_threads(before)

@@ -23,6 +23,7 @@ class Settings:
     lang: str | None = None  # KPipeline lang_code; None: from the voice's first letter
     model_dir: Path | None = None  # local Kokoro files; None: the hub at a pinned revision
     synthesis: str = "phrases"  # phrases: cut a sentence at pauses when that avoids silence
+    synth_threads: int | None = None  # torch threads for local Kokoro; None: torch's default
     # Remote synthesis (SageMaker endpoint, or a local `voicecli serve`)
     sagemaker_endpoint: str | None = None
     region: str | None = None
@@ -45,6 +46,7 @@ class Settings:
     api_key: str | None = None
     model: str = "gpt-4o-mini"
     llm_model_path: Path | None = None  # GGUF file for the embedded LLM
+    llm_threads: int | None = None  # the embedded LLM's threads; None: llama.cpp's default
     system_prompt: str = (
         "You are a helpful voice assistant. Answer in short, natural spoken sentences."
     )
@@ -168,6 +170,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "temperature": (0.0, 2.0),
     "max_tokens": (1, 1_000_000),
     "llm_timeout": (1.0, 3600.0),
+    "synth_threads": (1, 256),
+    "llm_threads": (1, 256),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "synthesis": ("phrases", "sentence"),

@@ -179,7 +179,7 @@ def open_text_source(
     if llm == "local":
         from voicecli.llm_local import LocalLLMServer
 
-        local = LocalLLMServer(settings.llm_model_path)
+        local = LocalLLMServer(settings.llm_model_path, n_threads=settings.llm_threads)
         stack.callback(local.stop)
         with display.err.status("Starting the embedded LLM…", spinner="dots"):
             local.start()
@@ -195,6 +195,7 @@ def open_text_source(
                 "kind": "local",
                 "model": local.model_name,
                 "model_path": str(local.model_path),
+                "threads": settings.llm_threads,
                 "prompt": prompt,
             },
         )

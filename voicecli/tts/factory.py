@@ -30,4 +30,5 @@ def make_synthesizer(settings: Settings) -> Synthesizer:
         lang=settings.lang,
         model_dir=settings.model_dir,
         mode=settings.synthesis,
+        threads=settings.synth_threads,
     )

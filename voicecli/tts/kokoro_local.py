@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
@@ -133,6 +134,7 @@ class KokoroSynthesizer:
         lang: str | None = None,
         model_dir: Path | None = None,
         mode: str = "phrases",
+        threads: int | None = None,
     ) -> None:
         if mode not in SYNTHESIS_MODES:
             raise VoiceCliError(f"Synthesis mode {mode!r}: use {' or '.join(SYNTHESIS_MODES)}.")
@@ -146,6 +148,9 @@ class KokoroSynthesizer:
             )
         if self.lang not in INSTALLED_LANGS:
             log.warning("language %s needs misaki extras beyond English", self.lang)
+        if threads is not None:
+            # Process-wide: with the embedded LLM on the same cores, fewer can be faster.
+            torch.set_num_threads(threads)
         self.files = ModelFiles.resolve(model_dir)
         self.packs = VoicePacks(self.files)
         self.voice = self.packs.get(self.spec)
@@ -185,6 +190,7 @@ class KokoroSynthesizer:
             "lang": self.lang,
             "voice": str(self.spec),
             "synthesis": self.mode,
+            "threads": torch.get_num_threads(),
         }
 
     def stream(

@@ -35,12 +35,10 @@ from typing import Any
 
 from voicecli import protocol as p
 from voicecli.bench.load import (
-    ServeProcess,
-    http_base,
-    require_loopback,
+    open_server,
     run_turn,
     sentence_schedule,
-    wait_for_ping,
+    warm_up,
 )
 from voicecli.bench.machine import machine_info
 from voicecli.bench.metrics import percentile
@@ -224,22 +222,11 @@ def run_isolation(
     if not schedule:
         raise VoiceCliError("The bench reply has nothing to speak.")
     with ExitStack() as stack:
-        pid = None
-        if settings.endpoint_url:
-            require_loopback(settings.endpoint_url)
-            url = settings.endpoint_url
-            wait_for_ping(http_base(url), 30.0, lambda: None)
-        else:
-            process = ServeProcess(settings, output_dir / "isolation-serve.log")
-            stack.callback(process.stop)
-            progress(f"starting `voicecli serve` on 127.0.0.1:{process.port}")
-            process.start()
-            url, pid = process.ws_url, process.child.pid
+        server = open_server(settings, stack, output_dir / "isolation-serve.log", progress)
+        url, pid = server["url"], server["pid"]
         options = {"voice": settings.voice, "speed": settings.speed, "timeout": turn_timeout}
         progress("warm-up turn (not counted)")
-        warmup = run_turn(url, schedule, stop=threading.Event(), **options)
-        if warmup["error"]:
-            raise VoiceCliError(f"The warm-up turn against {url} failed: {warmup['error']}")
+        warm_up(url, schedule, **options)
         turns: dict[str, list[dict[str, Any]]] = {c: [] for c in CONDITIONS}
         hostile_notes: dict[str, list[dict[str, Any]]] = {c: [] for c in CONDITIONS[1:]}
         for r in range(rounds):

@@ -164,6 +164,37 @@ class ServeProcess:
         self.child.stop()
 
 
+def warm_up(url: str, schedule: list[Release], **options: Any) -> dict[str, Any]:
+    """One uncounted turn, so that no measured turn pays for the server's first pass."""
+    warmup = run_turn(url, schedule, stop=threading.Event(), **options)
+    if warmup["error"]:
+        raise VoiceCliError(f"The warm-up turn against {url} failed: {warmup['error']}")
+    return warmup
+
+
+def open_server(
+    settings: Any, stack: ExitStack, log_path: Path, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """The server a bench drives: ``--endpoint-url`` on loopback, or a ``voicecli serve``
+    started here (stopped by ``stack``); what it is, for the report, with its ``url`` and,
+    when started here, its ``pid``."""
+    if settings.endpoint_url:
+        require_loopback(settings.endpoint_url)
+        url = settings.endpoint_url
+        wait_for_ping(http_base(url), 30.0, lambda: None)
+        return {"kind": "external", "url": url, "pid": None}
+    process = ServeProcess(settings, log_path)
+    stack.callback(process.stop)
+    progress(f"starting `voicecli serve` on 127.0.0.1:{process.port} (log: {process.log_path})")
+    process.start()
+    return {
+        "kind": "subprocess",
+        "url": process.ws_url,
+        "command": process.command(),
+        "pid": process.child.pid,
+    }
+
+
 # --- one conversation -----------------------------------------------------------------------
 class Playhead:
     """A listener that plays audio at 1x from the first frame and notes every late frame."""
@@ -412,25 +443,11 @@ def run_load(
     if not schedule:
         raise VoiceCliError("The bench reply has nothing to speak.")
     with ExitStack() as stack:
-        if settings.endpoint_url:
-            require_loopback(settings.endpoint_url)
-            url = settings.endpoint_url
-            server: dict[str, Any] = {"kind": "external", "url": url}
-            wait_for_ping(http_base(url), 30.0, lambda: None)
-        else:
-            process = ServeProcess(settings, output_dir / "load-serve.log")
-            stack.callback(process.stop)
-            progress(
-                f"starting `voicecli serve` on 127.0.0.1:{process.port} (log: {process.log_path})"
-            )
-            process.start()
-            url = process.ws_url
-            server = {"kind": "subprocess", "url": url, "command": process.command()}
+        server = open_server(settings, stack, output_dir / "load-serve.log", progress)
+        url = server["url"]
         options = {"voice": settings.voice, "speed": settings.speed, "timeout": turn_timeout}
         progress("warm-up turn (not counted)")
-        warmup = run_turn(url, schedule, stop=threading.Event(), **options)
-        if warmup["error"]:
-            raise VoiceCliError(f"The warm-up turn against {url} failed: {warmup['error']}")
+        warmup = warm_up(url, schedule, **options)
         result: dict[str, Any] = {
             "kind": "load",
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),

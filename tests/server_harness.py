@@ -17,6 +17,27 @@ from voicecli.server.requests import Limits
 from voicecli.server.run import bind, make_server
 
 
+class StandInModel:
+    """The part of a stand-in SpeechModel every server test shares: each text is one
+    phoneme chunk, and the model is every connection's speaker, with no playhead (all
+    listeners alike, so they take plain turns) and parts of its own fixed size.
+    Subclasses say how they speak (``speak_phonemes``)."""
+
+    sample_rate = p.SAMPLE_RATE
+
+    def phonemes(self, text: str) -> list[str]:
+        return [text]
+
+    def speaker(self) -> StandInModel:
+        return self
+
+    def ahead(self) -> float:
+        return 0.0
+
+    def limit_parts(self, seconds: float | None) -> None:
+        pass
+
+
 class RunningServer:
     def __init__(
         self, synth_factory: Callable[[], SpeechModel], limits: Limits | None = None

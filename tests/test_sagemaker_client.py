@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.sagemaker_fake_runtime import Event, FakeRuntime
-from tests.server_harness import RunningServer
+from tests.server_harness import RunningServer, StandInModel
 from voicecli import protocol as p
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
@@ -111,21 +111,7 @@ def test_the_next_sentence_is_requested_while_the_previous_still_streams() -> No
 
 
 def test_end_to_end_through_the_real_container_stream() -> None:
-    class Sine:
-        sample_rate = p.SAMPLE_RATE
-
-        def phonemes(self, text: str) -> list[str]:
-            return [text]
-
-        def speaker(self) -> Any:
-            return self
-
-        def ahead(self) -> float:
-            return 0.0  # every listener alike: plain turns
-
-        def limit_parts(self, seconds: float | None) -> None:
-            pass  # its parts are fixed
-
+    class Sine(StandInModel):
         def speak_phonemes(
             self, chunks: list[str], cancel: Any = None, voice: Any = None, speed: Any = None
         ) -> Iterator[np.ndarray]:

@@ -15,7 +15,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +25,7 @@ from tests.server_harness import (
     RECV_TIMEOUT,
     WS,
     RunningServer,
+    StandInModel,
     collect,
     ping_status,
     recv,
@@ -259,10 +259,8 @@ def test_invocations_answer_wav_pcm_and_the_framed_stream(ready: RunningServer) 
     assert status == 413 and json.loads(body)["code"] == p.TEXT_TOO_LONG
 
 
-class GatedModel:
+class GatedModel(StandInModel):
     """A stand-in model that synthesizes only when allowed: makes queue states exact."""
-
-    sample_rate = p.SAMPLE_RATE
 
     chunks = 100
     chunk_samples = 96_000  # 192 KB frames: 19 MB per job, far more than socket buffers hold
@@ -274,18 +272,6 @@ class GatedModel:
         )
         self.release = threading.Event()
         self.started = threading.Event()
-
-    def phonemes(self, text: str) -> list[str]:
-        return [text]
-
-    def speaker(self) -> Any:
-        return self  # one stand-in listener for every connection
-
-    def ahead(self) -> float:
-        return 0.0  # every listener alike: plain turns
-
-    def limit_parts(self, seconds: float | None) -> None:
-        pass  # its parts are fixed
 
     def speak_phonemes(
         self,

@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed
 from tests.server_harness import (
     RECV_TIMEOUT,
     RunningServer,
+    StandInModel,
     collect,
     ping_status,
     recv,
@@ -43,29 +44,15 @@ def tiny_server(tiny_model_dir: Path) -> Iterator[RunningServer]:
     running.stop()
 
 
-class PacedModel:
+class PacedModel(StandInModel):
     """A stand-in model whose text says how many parts it takes ("7" = 7 parts of
     ``part_seconds`` each); it logs which text each part was for, in order."""
-
-    sample_rate = p.SAMPLE_RATE
 
     def __init__(self, part_seconds: float = 0.02) -> None:
         self.part_seconds = part_seconds
         self.log: list[str] = []
         self.closed: list[str] = []  # texts whose synthesis was stopped early
         self.lock = threading.Lock()
-
-    def phonemes(self, text: str) -> list[str]:
-        return [text]
-
-    def speaker(self) -> Any:
-        return self
-
-    def ahead(self) -> float:
-        return 0.0  # every listener alike: plain turns
-
-    def limit_parts(self, seconds: float | None) -> None:
-        pass  # its parts are fixed
 
     def speak_phonemes(self, chunks: list[str], cancel: Any = None, voice: Any = None,
                        speed: Any = None) -> Iterator[np.ndarray]:  # fmt: skip

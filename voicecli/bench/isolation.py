@@ -102,13 +102,13 @@ class Hostile:
         self._thread.join(30.0)
 
     def _run(self) -> None:
+        behave = {
+            "non-reading": self._non_reading,
+            "flooding": self._flooding,
+            "long-text": self._long_text,
+        }[self.kind]
         try:
             while not self._stop.is_set():
-                behave = {
-                    "non-reading": self._non_reading,
-                    "flooding": self._flooding,
-                    "long-text": self._long_text,
-                }[self.kind]
                 with _connect(self.url) as ws:
                     behave(ws)
         except Exception as exc:  # noqa: BLE001 - the server may close on it: a result

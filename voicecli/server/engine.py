@@ -233,10 +233,9 @@ class Engine:
 
     def _phonemize(self, job: Job) -> None:
         if self.model is None:
-            self._on_loop(
-                job.fail, p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}"
-            )
-            job.error = (p.SYNTHESIS_FAILED, "the model failed to load")
+            job.error = (p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}")
+            # No worker is left to report it (it ends when loading fails): reply now.
+            self._on_loop(job.fail, *job.error)
             return
         try:
             job.chunks = [c for s in split_sentences(job.text) for c in self.model.phonemes(s)]

@@ -63,7 +63,7 @@ def wait_for_sound(capture, timeout: float = 120.0) -> None:
 
 def test_a_key_stops_speech_within_a_block_or_so(spawn, capture_device):
     _, capture = capture_device
-    block = 1200  # the default: 50 ms
+    block = 480  # the default: 20 ms
     child = spawn("--timings", "--blocksize", str(block), TEXT)
     wait_for_sound(capture)
     time.sleep(0.5)  # well inside the first sentences

@@ -32,7 +32,7 @@ class Settings:
     device: str | None = None  # sounddevice index or name; None: the default output
     output: Path | None = None  # WAV file
     play: bool | None = None  # None: play unless --output was given
-    blocksize: int = 1200  # frames per device callback (50 ms at 24 kHz)
+    blocksize: int = 480  # frames per device callback (20 ms at 24 kHz)
     # Backpressure: how much work may wait ahead of the listener
     max_sentences_ahead: int = 32  # sentences waiting for the synthesizer
     max_audio_ahead: float = 10.0  # seconds of synthesized audio waiting in the ring buffer

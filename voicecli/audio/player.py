@@ -89,7 +89,7 @@ class Player:
         sample_rate: int,
         *,
         device: str | int | None = None,
-        blocksize: int = 1200,
+        blocksize: int = 480,
         capacity_seconds: float = 10.0,
         latency: str | float = "low",
     ) -> None:

@@ -71,7 +71,7 @@ output_options = _group(
         type=click.Path(dir_okay=False, path_type=Path),
         help="Write the audio to this WAV file (instead of playing it).",
     ),
-    click.option("--blocksize", type=int, help="Frames per audio callback (default 1200 = 50 ms)."),
+    click.option("--blocksize", type=int, help="Frames per audio callback (default 480 = 20 ms)."),
     click.option(
         "--play/--no-play", default=None, help="Play on the device too when --output is given."
     ),

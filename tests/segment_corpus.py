@@ -369,22 +369,22 @@ CASES: list[Case] = [
     # --- fast first ------------------------------------------------------------------
     (
         "Sure, I can help you with that, and more. Second sentence.",
-        ["Sure, I can help you with that,", "and more. Second sentence."],
+        ["Sure,", "I can help you with that, and more.", "Second sentence."],
         FAST,
     ),
     (
         "Well, here is the thing you asked about: it works. Then more.",
-        ["Well, here is the thing you asked about:", "it works. Then more."],
+        ["Well,", "here is the thing you asked about: it works.", "Then more."],
         FAST,
     ),
     (
         "Yes, definitely. The rest of it, however, stays whole.",
-        ["Yes, definitely.", "The rest of it, however, stays whole."],
+        ["Yes,", "definitely. The rest of it, however, stays whole."],
         FAST,
     ),
     (
         "It is simple — just run the command. Then wait.",
-        ["It is simple — just run the command.", "Then wait."],
+        ["It is simple —", "just run the command.", "Then wait."],
         FAST,
     ),
     (
@@ -419,7 +419,7 @@ CASES: list[Case] = [
     ),
     (
         "Short, tiny, bit. Then a much longer sentence, with commas, follows.",
-        ["Short, tiny, bit.", "Then a much longer sentence, with commas, follows."],
+        ["Short,", "tiny, bit. Then a much longer sentence, with commas, follows."],
         FAST,
     ),
     (

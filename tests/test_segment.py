@@ -165,8 +165,8 @@ def test_code_fence_released_when_closed() -> None:
 def test_fast_first_cuts_only_the_first_chunk() -> None:
     text = "Well, here is the thing, friend, and more. Later, it is whole, truly."
     assert run_chunks(text, None, fast_first=True) == [
-        "Well, here is the thing,",
-        "friend, and more.",
+        "Well,",
+        "here is the thing, friend, and more.",
         "Later, it is whole, truly.",
     ]
     assert run_chunks(text, None) == [
@@ -180,7 +180,7 @@ def test_fast_first_rearms_after_flush() -> None:
     text = "Right, so the answer is yes, of course. Bye now, friend."
     first = seg.feed(text) + seg.flush()
     second = seg.feed(text) + seg.flush()
-    assert first == second == ["Right, so the answer is yes,", "of course. Bye now, friend."]
+    assert first == second == ["Right,", "so the answer is yes, of course.", "Bye now, friend."]
 
 
 def test_fast_first_respects_min_words() -> None:
@@ -189,6 +189,13 @@ def test_fast_first_respects_min_words() -> None:
         "One two three, four five six seven,",
         "eight.",
     ]
+
+
+def test_fast_first_lets_a_short_first_sentence_stand_alone() -> None:
+    text = "Of course. Here is how you do it, step by step."
+    assert run_chunks(text, None, fast_first=True) == ["Of course.", text[11:]]
+    assert run_chunks(text, None) == [text]  # later units still merge below min_chars
+    assert run_chunks("So, what now?", None, fast_first=True) == ["So, what now?"]  # < 4 chars
 
 
 def test_feed_empty_and_flush_empty() -> None:

@@ -17,6 +17,11 @@ What settles a candidate boundary:
 * A newline: the start of the next line (blank line, list item, heading, table row or
   code fence end a unit in chat mode). With ``newline_is_boundary`` a newline ends the unit
   at once.
+* With ``fast_first``, the first unit of a reply ends at its first clause mark (``,``
+  ``;`` ``:`` a dash) or sentence end once it has ``min_first_words`` words and
+  ``min_first_chars`` characters: "Sure," alone. Speech can then start on the reply's
+  third token instead of its first sentence's last; the first unit is the one whose
+  synthesis the listener waits for in silence.
 
 Peers this borrows from: stream2sentence and LiveKit's splitter (abbreviation, title,
 acronym and "sentence starter" lists, a minimum sentence length), pysbd and Open-LLM-VTuber
@@ -55,17 +60,25 @@ class Segmenter:
         self,
         *,
         fast_first: bool = False,
-        min_first_words: int = 4,
+        min_first_words: int = 1,
+        min_first_chars: int = 4,
         min_chars: int = 12,
         max_chars: int = 300,
         newline_is_boundary: bool = False,
     ) -> None:
-        if max_chars < 2 or not 0 <= min_chars <= max_chars or min_first_words < 1:
+        if (
+            max_chars < 2
+            or not 0 <= min_chars <= max_chars
+            or not 0 <= min_first_chars <= max_chars
+            or min_first_words < 1
+        ):
             raise ValueError(
-                "need max_chars >= 2, 0 <= min_chars <= max_chars, min_first_words >= 1"
+                "need max_chars >= 2, 0 <= min_chars, min_first_chars <= max_chars, "
+                "min_first_words >= 1"
             )
         self._fast_first = fast_first
         self._min_first_words = min_first_words
+        self._min_first_chars = min_first_chars
         self._min_chars = min_chars
         self._max_chars = max_chars
         self._newline_mode = newline_is_boundary
@@ -290,14 +303,18 @@ class Segmenter:
         Closing quotes can carry a sentence past max_chars; then the overlong split,
         which runs before the scan goes further, cuts it instead.
         """
-        if self._min_chars <= len(self._piece(end)) <= self._max_chars:
+        least = self._min_first_chars if self._fast_first and self._first else self._min_chars
+        if least <= len(self._piece(end)) <= self._max_chars:
             self._emit(end)
 
     def _first_cut(self, end: int) -> None:
         if not self._first:
             return
         piece = self._piece(end)
-        if len(piece) >= self._min_chars and len(_WORD.findall(piece)) >= self._min_first_words:
+        if (
+            len(piece) >= self._min_first_chars
+            and len(_WORD.findall(piece)) >= self._min_first_words
+        ):
             self._emit(end)
 
     def _cut_overlong(self, begin: int, final: bool) -> bool:

@@ -116,3 +116,9 @@ def test_pauses_of_the_real_model_are_quiet_word_boundaries(real_model_dir):
         assert np.abs(around).max() < 0.05 * peak, f"cut at frame {p} is not in a pause"
     # Kokoro's leading silence is silence: what a turn's first sentence leaves out.
     assert np.abs(audio[: 300 * utt.onset()]).max() < 0.01 * peak
+    # So is everything after speech_end, which phrases mode gives as zeros; and the
+    # speech does reach up to it (the last word's end is not cut off).
+    end = utt.speech_end()
+    assert end < utt.frames - 20
+    assert np.abs(audio[300 * end :]).max() < 0.01 * peak
+    assert np.abs(audio[300 * (end - 12) : 300 * end]).max() > 0.05 * peak

@@ -10,7 +10,7 @@ from voicecli.cancel import CancelToken
 from voicecli.frames import Sentence
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, Timeline
 from voicecli.tts.kokoro_engine import FRAME_SAMPLES, Utterance
-from voicecli.tts.kokoro_local import KokoroSynthesizer
+from voicecli.tts.kokoro_local import CLAUSE_PAUSE_FRAMES, KokoroSynthesizer
 from voicecli.tts.phrases import CostModel
 
 SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "And a second.")]
@@ -22,6 +22,25 @@ def every_few_frames(monkeypatch):
     forward passes so cheap to start) that phrases mode cuts at every pause."""
     monkeypatch.setattr(Utterance, "pauses", lambda self: list(range(30, self.frames, 30)))
     monkeypatch.setattr(CostModel, "predict", lambda self, frames, context=0: 5.0 * frames)
+
+
+SILENT_TAIL = 20  # frames
+
+
+@pytest.fixture
+def speech_stops_early(monkeypatch):
+    """A model whose speech ends 20 generator frames before each utterance does."""
+    monkeypatch.setattr(Utterance, "speech_end", lambda self, margin=6: self.frames - SILENT_TAIL)
+
+
+def machine_speed(monkeypatch, seconds_per_frame: float) -> None:
+    monkeypatch.setattr(
+        CostModel, "predict", lambda self, frames, context=0: seconds_per_frame * frames
+    )
+
+
+def audio_of(chunks, sentence: int) -> list[np.ndarray]:
+    return [c.samples for c in chunks if c.sentence == sentence and c.samples.size]
 
 
 def chunks_of(synth, sentences, cancel=None):
@@ -69,10 +88,52 @@ def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_
     assert estimate != (utts[0].frames - utts[0].onset()) * FRAME_SAMPLES  # not the first only
 
 
-def test_sentence_mode_decodes_every_sentence_whole(tiny_model_dir, every_few_frames):
+def test_the_silence_after_the_speech_is_zeros_not_decoded(tiny_synth, speech_stops_early):
+    chunks, _ = chunks_of(tiny_synth, SENTENCES)
+    engine = tiny_synth.engine
+    for sentence in SENTENCES:
+        utt = engine.prepare(tiny_synth.phonemes(sentence.text)[0], tiny_synth.voice, 1.0)
+        audio = np.concatenate(audio_of(chunks, sentence.index))
+        # Every frame is there, as Kokoro times it (the tiny model has no lead-in)...
+        assert audio.size == utt.frames * FRAME_SAMPLES
+        # ...and the silence is exactly silent: it was never decoded.
+        assert not audio[-SILENT_TAIL * FRAME_SAMPLES :].any()
+        assert audio[: -SILENT_TAIL * FRAME_SAMPLES].any()
+
+
+CLAUSE_CUT = [Sentence(0, "Well then, as you can see,"), Sentence(1, "this is the rest of it.")]
+
+
+def test_after_a_clause_cut_a_fast_machine_pauses_as_for_a_comma(
+    tiny_synth, speech_stops_early, monkeypatch
+):
+    machine_speed(monkeypatch, 0.0)
+    chunks, _ = chunks_of(tiny_synth, CLAUSE_CUT)
+    first, second = audio_of(chunks, 0), audio_of(chunks, 1)
+    assert first[-1].size == CLAUSE_PAUSE_FRAMES * FRAME_SAMPLES and not first[-1].any()
+    assert second[0].any()  # the next clause starts at once: no lead-in
+
+
+def test_after_a_clause_cut_a_slow_machine_pauses_longer_not_mid_phrase(
+    tiny_synth, speech_stops_early, monkeypatch
+):
+    machine_speed(monkeypatch, 5.0)
+    chunks, _ = chunks_of(tiny_synth, CLAUSE_CUT)
+    first, second = audio_of(chunks, 0), audio_of(chunks, 1)
+    assert first[-1].size == CLAUSE_PAUSE_FRAMES * FRAME_SAMPLES and not first[-1].any()
+    # The rest of the silence Kokoro gave the clause comes before the next clause instead,
+    # and no more: the pause is planned, never longer than Kokoro's own.
+    assert second[0].size == (SILENT_TAIL - CLAUSE_PAUSE_FRAMES) * FRAME_SAMPLES
+    assert not second[0].any() and second[1].any()
+
+
+def test_sentence_mode_decodes_every_sentence_whole(
+    tiny_model_dir, every_few_frames, speech_stops_early
+):
     synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="sentence")
     chunks, _ = chunks_of(synth, SENTENCES)
     assert [(c.sentence, c.last) for c in chunks] == [(0, False), (0, True), (1, False), (1, True)]
+    assert all(c.samples[-FRAME_SAMPLES:].any() for c in chunks if c.samples.size)  # decoded
 
 
 def test_cancel_stops_within_one_part(tiny_synth, every_few_frames):

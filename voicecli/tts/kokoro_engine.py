@@ -49,6 +49,9 @@ PAUSE_ENERGY = 0.0
 # decoder's convolutions smear it. The quietest frame is looked for this far around it.
 BOUNDARY_SLACK = (4, 12)
 WORD_BREAKS = frozenset(" ,;:—….!?")
+# Frames the audio takes to die away once the energy falls below silence: 6 frames on,
+# the real weights' output is at the -70 dB of Kokoro's own silences.
+SPEECH_DECAY = 6
 
 
 @dataclass
@@ -100,6 +103,15 @@ class Utterance:
         frames before it, Kokoro's <bos>, are silence. (Like KPipeline's word timestamps,
         the first phoneme starts 3 alignment frames before <bos> ends.)"""
         return max(0, 2 * (int(self.durations[0]) - 3) - margin)
+
+    def speech_end(self, margin: int = SPEECH_DECAY) -> int:
+        """The generator frame after which the utterance is silent to the end: ``margin``
+        frames past the last frame whose predicted energy is above silence. The whole
+        utterance when no frame is (a model whose energy says nothing)."""
+        loud = np.flatnonzero(self.energy[: self.frames] >= PAUSE_ENERGY)
+        if loud.size == 0:
+            return self.frames
+        return min(self.frames, int(loud[-1]) + 1 + margin)
 
     @property
     def tokens(self) -> str:

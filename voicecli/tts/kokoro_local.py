@@ -6,6 +6,7 @@ when waiting for the whole sentence would leave the listener in silence
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,7 @@ from voicecli.tts.kokoro_engine import (
     FRAME_SAMPLES,
     PartDecoder,
     Statistics,
+    Utterance,
     engine_for,
 )
 from voicecli.tts.kokoro_files import ModelFiles, VoicePacks, load_g2p, load_kmodel
@@ -34,6 +36,12 @@ log = logging.getLogger(__name__)
 
 SYNTHESIS_MODES = ("phrases", "sentence")
 MAX_PHONEMES = 510  # Kokoro's context, less <bos> and <eos>
+# A text that ends at a clause mark was cut there to be spoken sooner (the segmenter's
+# first unit, or an overlong sentence split). Kokoro ends it as it ends a sentence, with
+# half a second of silence, and starts the next text with its lead-in; a comma's pause
+# is this long: 100 ms after the speech has died away, 175 ms in all.
+CLAUSE_MARKS = frozenset(",;:—")
+CLAUSE_PAUSE_FRAMES = 8
 # misaki's G2P (spaCy) is not known to be thread-safe; it is also not the model, so a
 # server's sessions phonemize while another session's audio is decoded.
 _G2P_LOCK = threading.Lock()
@@ -46,7 +54,10 @@ class Speaker:
     def __init__(self, synth: KokoroSynthesizer) -> None:
         self.synth = synth
         self.plan = PhrasePlan(cost=synth.cost, context=2 * CONTEXT)
-        self._fresh = True  # nothing spoken yet: Kokoro's leading silence is only a wait
+        # Frames of silence the next text's lead-in may take beyond its own: None after
+        # a sentence (its own lead-in, as Kokoro says it), 0 at the start of a turn
+        # (none at all), and after a clause cut the trailing silence it did not get.
+        self._slack: int | None = 0
         # Samples the text being spoken will have in all: exact once its last phoneme
         # chunk is prepared, estimated from the phoneme count before. The listener's
         # heard text needs it while a sentence's last part is still being decoded.
@@ -95,29 +106,75 @@ class Speaker:
             utt = synth.engine.prepare(phonemes, pack, speed)
             synth.cost.observe_prepare(time.perf_counter() - began)
             pauses = utt.pauses() if synth.mode == "phrases" else []
-            start = utt.onset() if self._fresh and synth.mode == "phrases" else 0
-            self._fresh = False
+            lead, start, end, tail = self._layout(utt, pauses)
             rest -= len(phonemes)
-            samples = (utt.frames - start) * FRAME_SAMPLES
+            samples = (lead + end - start + tail) * FRAME_SAMPLES
             self.expected_samples = done + samples + round(rest * samples / len(phonemes))
             done += samples
+            if lead:
+                yield self._silence(lead)
             parts = PartDecoder(synth.engine, utt, Statistics("pooled"), start)
-            while start < utt.frames:
+            while start < end:
                 if cancel is not None and cancel.cancelled:
                     return
-                end = self.plan.next_end(start, utt.frames, pauses)
+                cut = self.plan.next_end(start, end, pauses)
                 ahead = self.plan.playhead.ahead()
                 began = time.perf_counter()
-                audio = parts.next(end)
+                audio = parts.next(cut)
                 took = time.perf_counter() - began
                 log.debug(
                     "decoded frames %d-%d of %d (%.2f s of audio) in %.2f s; %.2f s was queued",
-                    start, end, utt.frames, (end - start) * FRAME_SECONDS, took, ahead,
+                    start, cut, utt.frames, (cut - start) * FRAME_SECONDS, took, ahead,
                 )  # fmt: skip
-                synth.cost.observe(end - start, 2 * CONTEXT, took)
-                self.plan.playhead.emit((end - start) * FRAME_SECONDS)
+                synth.cost.observe(cut - start, 2 * CONTEXT, took)
+                self.plan.playhead.emit((cut - start) * FRAME_SECONDS)
                 yield audio
-                start = end
+                start = cut
+            if tail:
+                yield self._silence(tail)
+
+    def _layout(self, utt: Utterance, pauses: list[int]) -> tuple[int, int, int, int]:
+        """How ``utt`` is spoken: frames of silence before it, the frames [start, end)
+        decoded, and frames of silence after it.
+
+        Sentence mode decodes every frame: the exact reference. In phrases mode Kokoro's
+        silences around the speech (its <bos> lead-in, its trailing pause, a third of a
+        sentence's frames in all and -70 dB on the real weights) are given as zeros, not
+        decoded. The lead-in is dropped at the start of a turn, where it would only
+        delay. After a text cut at a clause mark the pause is a comma's, lengthened
+        (up to the silence Kokoro would have put there) only as much as this machine
+        needs to decode the next phrase before the listener runs out of audio: a pause
+        that the voice plans rather than a stall in the middle of the next phrase.
+        """
+        if self.synth.mode == "sentence":
+            self._slack = None
+            return 0, 0, utt.frames, 0
+        start = utt.onset()
+        end = utt.speech_end()
+        if end <= start:
+            end = utt.frames
+        if self._slack is None:
+            lead = start
+        elif self._slack == 0:
+            lead = 0  # the start of a turn
+        else:
+            cut = self.plan.next_end(start, end, pauses)
+            wait = self.plan.cost.predict(cut - start, self.plan.context) - self.ahead()
+            lead = min(self._slack + start, max(0, math.ceil(wait / FRAME_SECONDS)))
+            log.debug(
+                "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",
+                lead, self.ahead(), cut - start,
+            )  # fmt: skip
+        tail = utt.frames - end
+        self._slack = None
+        if utt.phonemes.rstrip()[-1:] in CLAUSE_MARKS:
+            self._slack = max(0, tail - CLAUSE_PAUSE_FRAMES)
+            tail -= self._slack
+        return lead, start, end, tail
+
+    def _silence(self, frames: int) -> np.ndarray:
+        self.plan.playhead.emit(frames * FRAME_SECONDS)
+        return np.zeros(frames * FRAME_SAMPLES, np.float32)
 
 
 class KokoroSynthesizer:

@@ -6,6 +6,7 @@ subprocess where stdin must be a pipe.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -158,6 +159,30 @@ def test_thread_settings_are_whole_numbers_in_range(name):
     for bad in (0, 1000, 1.5):
         with pytest.raises(VoiceCliError, match=name):
             resolve(None, {name: bad}, environ={})
+
+
+def test_llm_nice_is_a_niceness_and_the_child_runs_at_it(tmp_path):
+    from voicecli.child import ChildProcess
+    from voicecli.config import resolve
+    from voicecli.errors import VoiceCliError
+
+    assert resolve(None, {"llm_nice": 19}, environ={}).llm_nice == 19
+    for bad in (-1, 20, 2.5):
+        with pytest.raises(VoiceCliError, match="llm_nice"):
+            resolve(None, {"llm_nice": bad}, environ={})
+    log = tmp_path / "child.log"
+    # A thread the child starts has its niceness too (Linux keeps one per thread).
+    code = (
+        "import os, threading; t = threading.Thread(target=lambda: print(os.nice(0))); "
+        "t.start(); t.join(); print(os.nice(0))"
+    )
+    child = ChildProcess([sys.executable, "-c", code], log, nice=7)
+    child.start()
+    deadline = time.monotonic() + 30
+    while child.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    base = os.nice(0)
+    assert log.read_text().split() == [str(base + 7)] * 2
 
 
 def test_config_example_documents_every_setting():

@@ -55,7 +55,9 @@ def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
         )
     from voicecli.llm_local import LocalLLMServer
 
-    server = LocalLLMServer(settings.llm_model_path, n_threads=settings.llm_threads)
+    server = LocalLLMServer(
+        settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
+    )
     stack.callback(server.stop)
     with display.err.status("Starting the embedded LLM…", spinner="dots"):
         server.start()

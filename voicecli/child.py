@@ -41,19 +41,26 @@ def tail(path: pathlib.Path, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGKILL the child when voicecli dies.
+def _preexec(nice: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGKILL the child when voicecli dies, and
+    lowering the child's priority by ``nice`` (before exec, so that every thread it
+    starts inherits it: Linux keeps a niceness per thread).
 
     SIGKILL rather than SIGTERM: a child has nothing to flush, and a server's
     graceful shutdown can wait on work in flight.
     """
-    if not sys.platform.startswith("linux"):
+    linux = sys.platform.startswith("linux")
+    if not linux and not nice:
         return None
     # Loaded before the fork: the child should do as little as possible.
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True) if linux else None
     parent_pid = os.getpid()
 
     def preexec() -> None:
+        if nice:
+            os.nice(nice)
+        if libc is None:
+            return
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         # The parent may have died before prctl took effect; nothing would
         # signal us then.
@@ -73,8 +80,10 @@ class ChildProcess:
         *,
         env: Mapping[str, str] | None = None,
         grace: float = 5.0,
+        nice: int = 0,
     ) -> None:
         self.argv = list(argv)
+        self.nice = nice
         self.log_path = log_path
         self.env = dict(env) if env is not None else None
         self.grace = grace
@@ -94,7 +103,7 @@ class ChildProcess:
                 stderr=subprocess.STDOUT,
                 env=self.env,
                 start_new_session=os.name == "posix",
-                preexec_fn=_die_with_parent(),
+                preexec_fn=_preexec(self.nice),
             )
         atexit.register(self.stop)
 

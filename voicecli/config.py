@@ -47,6 +47,7 @@ class Settings:
     model: str = "gpt-4o-mini"
     llm_model_path: Path | None = None  # GGUF file for the embedded LLM
     llm_threads: int | None = None  # the embedded LLM's threads; None: llama.cpp's default
+    llm_nice: int = 10  # the embedded LLM's niceness: speech gets the CPU first (docs/streaming.md)
     system_prompt: str = (
         "You are a helpful voice assistant. Answer in short, natural spoken sentences."
     )
@@ -172,6 +173,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "llm_timeout": (1.0, 3600.0),
     "synth_threads": (1, 256),
     "llm_threads": (1, 256),
+    "llm_nice": (0, 19),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "synthesis": ("phrases", "sentence"),

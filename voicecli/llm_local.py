@@ -94,6 +94,7 @@ class LocalLLMServer:
         log_path: pathlib.Path | None = None,
         n_ctx: int = 2048,
         n_threads: int | None = None,
+        nice: int = 0,
         stop_grace: float = 3.0,
     ) -> None:
         # Config files may hold a "~/..." path that no shell has expanded.
@@ -104,6 +105,7 @@ class LocalLLMServer:
         self.startup_timeout = startup_timeout
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.nice = nice
         self.stop_grace = stop_grace
         self._log_path_arg = log_path
         self.log_path: pathlib.Path | None = log_path
@@ -201,6 +203,9 @@ class LocalLLMServer:
             self.log_path,
             env=env,
             grace=self.stop_grace,
+            # Lower than voicecli's: llama.cpp's threads then wait while Kokoro decodes,
+            # and have the cores whenever it does not.
+            nice=self.nice,
         )
         self._child.start()
         atexit.register(self.stop)

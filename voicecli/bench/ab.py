@@ -179,7 +179,9 @@ def open_text_source(
     if llm == "local":
         from voicecli.llm_local import LocalLLMServer
 
-        local = LocalLLMServer(settings.llm_model_path, n_threads=settings.llm_threads)
+        local = LocalLLMServer(
+            settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
+        )
         stack.callback(local.stop)
         with display.err.status("Starting the embedded LLM…", spinner="dots"):
             local.start()
@@ -196,6 +198,7 @@ def open_text_source(
                 "model": local.model_name,
                 "model_path": str(local.model_path),
                 "threads": settings.llm_threads,
+                "nice": settings.llm_nice,
                 "prompt": prompt,
             },
         )

@@ -250,22 +250,18 @@ def write_png(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path 
                 )
         tokens = [t / 1000 for t in _token_ms(p["trial"])]
         ax.vlines(tokens, -0.3, 0.3, color="#4e79a7", linewidth=0.6)
+        title = f"{mode}: {p['trial']['label']}"
         if m["played"] is not None:
             ax.axvline(m["played"] / 1000, color="black", linestyle="--", linewidth=1)
-            ax.text(
-                m["played"] / 1000,
-                -0.9,
-                f" first audio {m['played']:.0f} ms",
-                fontsize=8,
-                va="bottom",
-            )
+            # In the title: a label at the line would run into the title at early times.
+            title += f", first audio (dashed) {m['played']:.0f} ms"
         ax.set_yticks(
             range(len(sentences) + 1),
             ["LLM"] + [f"sentence {s['index']}" for s in sentences],
             fontsize=7,
         )
         ax.invert_yaxis()
-        ax.set_title(f"{mode}: {p['trial']['label']}", fontsize=9, loc="left")
+        ax.set_title(title, fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("seconds after the LLM request")
     from matplotlib.patches import Patch
 

@@ -127,6 +127,18 @@ def test_after_a_clause_cut_a_slow_machine_pauses_longer_not_mid_phrase(
     assert not second[0].any() and second[1].any()
 
 
+def test_after_a_clause_with_no_silence_to_spare_the_next_keeps_its_lead_in(
+    tiny_synth, monkeypatch
+):
+    monkeypatch.setattr(Utterance, "onset", lambda self, margin=4: 4)
+    tail = CLAUSE_PAUSE_FRAMES  # Kokoro's own pause is no longer than a comma's
+    monkeypatch.setattr(Utterance, "speech_end", lambda self, margin=6: self.frames - tail)
+    machine_speed(monkeypatch, 5.0)
+    chunks, _ = chunks_of(tiny_synth, CLAUSE_CUT)
+    second = audio_of(chunks, 1)
+    assert second[0].size == 4 * FRAME_SAMPLES and not second[0].any()
+
+
 def test_sentence_mode_decodes_every_sentence_whole(
     tiny_model_dir, every_few_frames, speech_stops_early
 ):

@@ -54,10 +54,10 @@ class Speaker:
     def __init__(self, synth: KokoroSynthesizer) -> None:
         self.synth = synth
         self.plan = PhrasePlan(cost=synth.cost, context=2 * CONTEXT)
-        # Frames of silence the next text's lead-in may take beyond its own: None after
-        # a sentence (its own lead-in, as Kokoro says it), 0 at the start of a turn
-        # (none at all), and after a clause cut the trailing silence it did not get.
-        self._slack: int | None = 0
+        self._fresh = True  # nothing spoken yet: Kokoro's lead-in would only be a wait
+        # After a clause cut, the frames of trailing silence it did not get, which the
+        # next text's lead-in may take beyond its own; None after a sentence.
+        self._slack: int | None = None
         # Samples the text being spoken will have in all: exact once its last phoneme
         # chunk is prepared, estimated from the phoneme count before. The listener's
         # heard text needs it while a sentence's last part is still being decoded.
@@ -146,17 +146,17 @@ class Speaker:
         needs to decode the next phrase before the listener runs out of audio: a pause
         that the voice plans rather than a stall in the middle of the next phrase.
         """
+        fresh, self._fresh = self._fresh, False
         if self.synth.mode == "sentence":
-            self._slack = None
             return 0, 0, utt.frames, 0
         start = utt.onset()
         end = utt.speech_end()
         if end <= start:
             end = utt.frames
-        if self._slack is None:
+        if fresh:
+            lead = 0
+        elif self._slack is None:
             lead = start
-        elif self._slack == 0:
-            lead = 0  # the start of a turn
         else:
             cut = self.plan.next_end(start, end, pauses)
             wait = self.plan.cost.predict(cut - start, self.plan.context) - self.ahead()

@@ -10,7 +10,12 @@ from voicecli.cancel import CancelToken
 from voicecli.frames import Sentence
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, Timeline
 from voicecli.tts.kokoro_engine import FRAME_SAMPLES, Utterance
-from voicecli.tts.kokoro_local import CLAUSE_PAUSE_FRAMES, KokoroSynthesizer
+from voicecli.tts.kokoro_local import (
+    CLAUSE_PAUSE_FRAMES,
+    PREPARE_PHONEMES,
+    KokoroSynthesizer,
+    split_phonemes,
+)
 from voicecli.tts.phrases import CostModel
 
 SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "And a second.")]
@@ -71,10 +76,28 @@ def test_every_part_knows_the_length_of_its_whole_sentence(tiny_synth, every_few
     assert len(chunks) > 2 * len(SENTENCES)  # and at least one sentence came in parts
 
 
+def test_long_phonemes_split_after_a_clause_mark_or_at_a_word_marked_as_a_clause():
+    words = "ðə stˈɔɹi wɛnt ˈɔn wɪðˈWt ɐ sˈɪŋɡᵊl stˈɑp"
+    clause = f"{words} {words}, {words} {words}"
+    assert split_phonemes(clause, 100) == [f"{words} {words},", f"{words} {words}"]
+    run = " ".join([words] * 6)  # no clause mark at all
+    pieces = split_phonemes(run, 100)
+    assert all(len(piece) <= 100 for piece in pieces) and len(pieces) == 3
+    assert all(piece.endswith(",") for piece in pieces[:-1])  # said as clauses
+    assert " ".join(piece.rstrip(",") for piece in pieces) == run  # nothing lost
+    assert split_phonemes("x" * 250, 100) == ["x" * 99 + ",", "x" * 99 + ",", "x" * 52]
+
+
+def test_no_piece_prepared_at_once_is_longer_than_the_limit(tiny_synth):
+    text = " ".join(["Here is a reasonably long clause with many plain words"] * 12) + "."
+    chunks = tiny_synth.phonemes(text)
+    assert len(chunks) > 3 and max(map(len, chunks)) <= PREPARE_PHONEMES
+
+
 def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_synth):
     text = " ".join(["Here is a reasonably long clause with many plain words."] * 12)
     chunks = tiny_synth.phonemes(text)
-    assert len(chunks) > 1  # more than Kokoro's 510 phonemes
+    assert len(chunks) > 1  # more than PREPARE_PHONEMES
     speaker = tiny_synth.speaker()
     parts = speaker.speak_phonemes(chunks)
     next(parts)  # only the first chunk is prepared so far

@@ -35,7 +35,11 @@ from voicecli.tts.voices import INSTALLED_LANGS, LANGUAGES, VoiceSpec
 log = logging.getLogger(__name__)
 
 SYNTHESIS_MODES = ("phrases", "sentence")
-MAX_PHONEMES = 510  # Kokoro's context, less <bos> and <eos>
+# Phonemes prepared at once, at most. Kokoro takes 510, but its text stages cannot be
+# interrupted and cost 0.1 s + 3.3 ms per phoneme here (1.8 s for 500): while they
+# run, a server's other listeners wait. 150 (about 9 s of speech, 0.6 s to prepare)
+# leaves ordinary sentences whole and splits only the longest.
+PREPARE_PHONEMES = 150
 # A text that ends at a clause mark was cut there to be spoken sooner (the segmenter's
 # first unit, or an overlong sentence split). Kokoro ends it as it ends a sentence, with
 # half a second of silence, and starts the next text with its lead-in; a comma's pause
@@ -177,6 +181,29 @@ class Speaker:
         return np.zeros(frames * FRAME_SAMPLES, np.float32)
 
 
+def split_phonemes(phonemes: str, limit: int = PREPARE_PHONEMES) -> list[str]:
+    """``phonemes`` in pieces of at most ``limit``: after the last clause mark in the
+    second half of the limit, else at the last word break, marked with a comma so that
+    the model says it as a clause and the pause after it is a comma's."""
+    pieces = []
+    rest = phonemes.strip()
+    while len(rest) > limit:
+        window = rest[: limit + 1]
+        cut = max(window.rfind(mark, 0, limit) for mark in CLAUSE_MARKS) + 1
+        if cut > limit // 2:
+            piece = rest[:cut]
+        else:
+            cut = window.rfind(" ")
+            if cut <= 0:
+                cut = limit - 1  # one giant word: no better place
+            piece = rest[:cut] + ","
+        pieces.append(piece.strip())
+        rest = rest[cut:].strip()
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
 class KokoroSynthesizer:
     """Kokoro on this machine. Thread-safe; one forward pass at a time per process."""
 
@@ -217,11 +244,10 @@ class KokoroSynthesizer:
         self.cost = CostModel()
 
     def phonemes(self, text: str) -> list[str]:
-        """Kokoro's phoneme chunks for ``text`` (each at most 510 phonemes)."""
+        """The phoneme chunks for ``text``, each at most ``PREPARE_PHONEMES`` long."""
         with _G2P_LOCK:
-            return [
-                r.phonemes[:MAX_PHONEMES] for r in self.g2p(text, split_pattern=None) if r.phonemes
-            ]
+            results = [r.phonemes for r in self.g2p(text, split_pattern=None) if r.phonemes]
+        return [piece for phonemes in results for piece in split_phonemes(phonemes)]
 
     def speaker(self) -> Speaker:
         return Speaker(self)

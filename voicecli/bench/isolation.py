@@ -55,7 +55,9 @@ VOICES = ("jf_alpha", "af_heart", "../voices/x", "a" * 80, "jf_alpha:1e300", "",
 def _connect(url: str) -> Any:
     from websockets.sync.client import connect
 
-    return connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4)
+    # No keepalive thread: a client that stops reading would have it log a traceback
+    # when the server stops answering; the non-reading client pings by hand instead.
+    return connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4, ping_interval=None)
 
 
 def random_message(rng: random.Random, voice: str) -> str | bytes:

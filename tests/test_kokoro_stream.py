@@ -26,7 +26,7 @@ def every_few_frames(monkeypatch):
     """A model that pauses every 30 generator frames, on a machine so slow (and with
     forward passes so cheap to start) that phrases mode cuts at every pause."""
     monkeypatch.setattr(Utterance, "pauses", lambda self: list(range(30, self.frames, 30)))
-    monkeypatch.setattr(CostModel, "predict", lambda self, frames, context=0: 5.0 * frames)
+    machine_speed(monkeypatch, 5.0)
 
 
 SILENT_TAIL = 20  # frames
@@ -127,23 +127,27 @@ def test_the_silence_after_the_speech_is_zeros_not_decoded(tiny_synth, speech_st
 CLAUSE_CUT = [Sentence(0, "Well then, as you can see,"), Sentence(1, "this is the rest of it.")]
 
 
+def after_a_clause_cut(synth, monkeypatch, seconds_per_frame: float) -> list[np.ndarray]:
+    """The audio of the text after CLAUSE_CUT's clause, on a machine this fast; the
+    clause itself ends in a comma's pause whatever the speed."""
+    machine_speed(monkeypatch, seconds_per_frame)
+    chunks, _ = chunks_of(synth, CLAUSE_CUT)
+    first = audio_of(chunks, 0)
+    assert first[-1].size == CLAUSE_PAUSE_FRAMES * FRAME_SAMPLES and not first[-1].any()
+    return audio_of(chunks, 1)
+
+
 def test_after_a_clause_cut_a_fast_machine_pauses_as_for_a_comma(
     tiny_synth, speech_stops_early, monkeypatch
 ):
-    machine_speed(monkeypatch, 0.0)
-    chunks, _ = chunks_of(tiny_synth, CLAUSE_CUT)
-    first, second = audio_of(chunks, 0), audio_of(chunks, 1)
-    assert first[-1].size == CLAUSE_PAUSE_FRAMES * FRAME_SAMPLES and not first[-1].any()
+    second = after_a_clause_cut(tiny_synth, monkeypatch, 0.0)
     assert second[0].any()  # the next clause starts at once: no lead-in
 
 
 def test_after_a_clause_cut_a_slow_machine_pauses_longer_not_mid_phrase(
     tiny_synth, speech_stops_early, monkeypatch
 ):
-    machine_speed(monkeypatch, 5.0)
-    chunks, _ = chunks_of(tiny_synth, CLAUSE_CUT)
-    first, second = audio_of(chunks, 0), audio_of(chunks, 1)
-    assert first[-1].size == CLAUSE_PAUSE_FRAMES * FRAME_SAMPLES and not first[-1].any()
+    second = after_a_clause_cut(tiny_synth, monkeypatch, 5.0)
     # The rest of the silence Kokoro gave the clause comes before the next clause instead,
     # and no more: the pause is planned, never longer than Kokoro's own.
     assert second[0].size == (SILENT_TAIL - CLAUSE_PAUSE_FRAMES) * FRAME_SAMPLES
@@ -156,9 +160,7 @@ def test_after_a_clause_with_no_silence_to_spare_the_next_keeps_its_lead_in(
     monkeypatch.setattr(Utterance, "onset", lambda self, margin=4: 4)
     tail = CLAUSE_PAUSE_FRAMES  # Kokoro's own pause is no longer than a comma's
     monkeypatch.setattr(Utterance, "speech_end", lambda self, margin=6: self.frames - tail)
-    machine_speed(monkeypatch, 5.0)
-    chunks, _ = chunks_of(tiny_synth, CLAUSE_CUT)
-    second = audio_of(chunks, 1)
+    second = after_a_clause_cut(tiny_synth, monkeypatch, 5.0)
     assert second[0].size == 4 * FRAME_SAMPLES and not second[0].any()
 
 

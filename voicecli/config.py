@@ -27,7 +27,8 @@ class Settings:
     # Remote synthesis (SageMaker endpoint, or a local `voicecli serve`)
     sagemaker_endpoint: str | None = None
     region: str | None = None
-    endpoint_url: str | None = None
+    endpoint_url: str | None = None  # ws://HOST:PORT; with sagemaker_endpoint, the runtime's URL
+    sagemaker_api: str = "auto"  # auto | bidirectional | response-stream
     # Output
     device: str | None = None  # sounddevice index or name; None: the default output
     output: Path | None = None  # WAV file
@@ -177,6 +178,7 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "synthesis": ("phrases", "sentence"),
+    "sagemaker_api": ("auto", "bidirectional", "response-stream"),
     "code": ("placeholder", "skip", "read"),
     "llm": ("auto", "local", "openai"),
 }

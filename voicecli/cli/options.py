@@ -59,7 +59,17 @@ synthesis_options = _group(
     click.option("--device", help="Output device: sounddevice index or name."),
     click.option("--sagemaker-endpoint", help="Synthesize on this SageMaker endpoint."),
     click.option("--region", help="AWS region of the SageMaker endpoint."),
-    click.option("--endpoint-url", help="Synthesize on a voicecli server (ws://HOST:PORT)."),
+    click.option(
+        "--endpoint-url",
+        help="Synthesize on a voicecli server (ws://HOST:PORT); with --sagemaker-endpoint, "
+        "the SageMaker runtime's URL (https://...).",
+    ),
+    click.option(
+        "--sagemaker-api",
+        type=click.Choice(["auto", "bidirectional", "response-stream"]),
+        help="auto: the bidirectional stream where its package is installed (Python 3.12+), "
+        "else one response stream per sentence.",
+    ),
     verbose_option,
 )
 

@@ -2,10 +2,9 @@
 
 Two transports carry voicecli's protocol (``voicecli.protocol``):
 
-* InvokeEndpointWithBidirectionalStream, from the optional package
-  ``aws-sdk-sagemaker-runtime-http2`` (Python 3.12+): one duplex stream per turn to
-  the container's WebSocket route, exactly like ``--endpoint-url ws://...``.
-  ``_BidiTurn`` below is the only code that touches that package.
+* InvokeEndpointWithBidirectionalStream (``sagemaker_bidi``, Python 3.12+ with
+  ``aws-sdk-sagemaker-runtime-http2``): one duplex stream per turn to the container's
+  WebSocket route, exactly like ``--endpoint-url ws://...``.
 * Everywhere else, boto3's InvokeEndpointWithResponseStream: one request per
   sentence to ``/invocations``, answered as a framed stream. Requests for the next
   sentences go out while earlier ones are still streaming (up to ``max_in_flight``),
@@ -18,12 +17,9 @@ instance role); ``region`` overrides the chain's region.
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import json
 import logging
 import queue
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -33,90 +29,16 @@ from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.frames import AudioChunk, Sentence
 from voicecli.timeline import Timeline
+from voicecli.tts import sagemaker_bidi
+from voicecli.tts.aws_errors import explain_aws_error
 from voicecli.tts.protocol_turn import RemoteSynthesizer, TurnState
 
 log = logging.getLogger(__name__)
 
-BIDI_PACKAGE = "aws_sdk_sagemaker_runtime_http2"
 _END = object()  # a response stream finished
 
-
-def bidi_available() -> bool:
-    return sys.version_info >= (3, 12) and importlib.util.find_spec(BIDI_PACKAGE) is not None
-
-
-def explain_aws_error(exc: BaseException, endpoint: str, region: str | None) -> VoiceCliError:
-    """A VoiceCliError saying what to do about a failed SageMaker call."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        NoCredentialsError,
-        NoRegionError,
-        PartialCredentialsError,
-        ReadTimeoutError,
-    )
-
-    where = f"SageMaker endpoint {endpoint!r} in {region or 'the default region'}"
-    if isinstance(exc, VoiceCliError):
-        return exc
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return VoiceCliError(
-            "No AWS credentials found. Run `aws configure` (or `aws sso login`), or set "
-            "AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."
-        )
-    if isinstance(exc, NoRegionError):
-        return VoiceCliError(
-            "No AWS region is set for the SageMaker endpoint. Pass --region, "
-            "or set AWS_REGION, or add a region to your AWS profile."
-        )
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
-        return VoiceCliError(
-            f"Cannot reach the SageMaker runtime for {where}: {exc}. "
-            "Check the network and the region."
-        )
-    if isinstance(exc, ReadTimeoutError):
-        return VoiceCliError(f"The {where} stopped answering: {exc}. It may be overloaded.")
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = error.get("Code", "")
-        message = error.get("Message", "") or str(exc)
-        if code == "ValidationError" and "not found" in message.lower():
-            return VoiceCliError(
-                f"The {where} does not exist ({message}). Check --sagemaker-endpoint and "
-                "--region; `aws sagemaker list-endpoints` lists yours."
-            )
-        if code in ("ThrottlingException", "Throttling", "TooManyRequestsException"):
-            return VoiceCliError(
-                f"The {where} is throttling requests ({message}). Retry "
-                "later, or raise the endpoint's instance count."
-            )
-        if code == "ModelStreamError":
-            return VoiceCliError(
-                f"The model behind the {where} failed mid-stream ({message}). Check the "
-                "endpoint's CloudWatch logs; retry the request."
-            )
-        if code == "InternalStreamFailure":
-            return VoiceCliError(
-                f"SageMaker broke the stream from the {where} ({message}). Retry the request."
-            )
-        if code == "ModelError":
-            return VoiceCliError(
-                f"The container behind the {where} rejected the request: {message}."
-            )
-        if code in (
-            "AccessDeniedException",
-            "UnrecognizedClientException",
-            "InvalidSignatureException",
-            "ExpiredTokenException",
-        ):
-            return VoiceCliError(
-                f"AWS refused access to the {where} ({code}: {message}). "
-                "Check your credentials and the sagemaker:InvokeEndpoint* "
-                "permissions."
-            )
-        return VoiceCliError(f"The {where} failed: {code or type(exc).__name__}: {message}.")
-    return VoiceCliError(f"The {where} failed: {type(exc).__name__}: {exc}.")
+AUTO, BIDIRECTIONAL, RESPONSE_STREAM = "auto", "bidirectional", "response-stream"
+APIS = (AUTO, BIDIRECTIONAL, RESPONSE_STREAM)
 
 
 class SageMakerSynthesizer(RemoteSynthesizer):
@@ -130,22 +52,28 @@ class SageMakerSynthesizer(RemoteSynthesizer):
         speed: float | None = None,
         *,
         endpoint_url: str | None = None,
-        bidirectional: bool | None = None,
+        api: str = AUTO,
         max_in_flight: int = p.MAX_IN_FLIGHT,
         max_attempts: int = 3,
         read_timeout: float = 60.0,
     ) -> None:
-        """``endpoint_url`` overrides the runtime's URL (tests, VPC endpoints).
-        ``bidirectional`` None: use the bidirectional API where it is installed."""
+        """``endpoint_url`` overrides the runtime's URL (tests, VPC endpoints). ``api``:
+        ``auto`` takes the bidirectional API where its package is installed."""
         self.endpoint_name = endpoint_name
         super().__init__(voice, speed)
         self.max_in_flight = max_in_flight
-        self.bidirectional = bidi_available() if bidirectional is None else bidirectional
-        if self.bidirectional and not bidi_available():
+        if api not in APIS:
+            raise VoiceCliError(f"Unknown SageMaker API {api!r}: use one of {', '.join(APIS)}.")
+        if api == BIDIRECTIONAL and not sagemaker_bidi.available():
             raise VoiceCliError(
                 "The bidirectional SageMaker API needs Python 3.12+ and "
-                "`pip install aws-sdk-sagemaker-runtime-http2`."
+                "`pip install 'voicecli[bidi]'` (aws-sdk-sagemaker-runtime-http2)."
             )
+        self.api = (
+            (BIDIRECTIONAL if sagemaker_bidi.available() else RESPONSE_STREAM)
+            if api == AUTO
+            else api
+        )
         try:
             import boto3
             from botocore.config import Config
@@ -169,14 +97,36 @@ class SageMakerSynthesizer(RemoteSynthesizer):
         except Exception as exc:  # noqa: BLE001 - NoRegionError, bad profile, ...
             raise explain_aws_error(exc, endpoint_name, region) from None
         self.where = f"SageMaker endpoint {endpoint_name!r} ({self.region})"
+        self._bidi: sagemaker_bidi.BidiConnection | None = None
+        if self.api == BIDIRECTIONAL:
+            self._bidi = sagemaker_bidi.BidiConnection(
+                endpoint_name,
+                self._client.meta.region_name,  # set: boto3 has refused to go without one
+                self._credentials,
+                endpoint_url=endpoint_url,
+                where=self.where,
+                read_timeout=read_timeout,
+            )
+
+    def _credentials(self) -> tuple[str, str, str | None]:
+        """The chain's credentials now (they may have been refreshed since the last call)."""
+        credentials = self._session.get_credentials()
+        if credentials is None:
+            from botocore.exceptions import NoCredentialsError
+
+            raise explain_aws_error(NoCredentialsError(), self.endpoint_name, self.region)
+        frozen = credentials.get_frozen_credentials()
+        return frozen.access_key, frozen.secret_key, frozen.token
 
     def stream(
         self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
     ) -> Iterator[AudioChunk]:
         if cancel.cancelled:
             return
-        if self.bidirectional:
-            yield from _BidiTurn(self, cancel, timeline).run(sentences)
+        if self._bidi is not None:
+            yield from self._bidi.turn(
+                sentences, cancel, timeline, self.voice, self.speed, self.max_in_flight
+            )
         else:
             yield from self._response_streams(sentences, cancel, timeline)
 
@@ -259,11 +209,13 @@ class SageMakerSynthesizer(RemoteSynthesizer):
             "kind": "sagemaker",
             "endpoint": self.endpoint_name,
             "region": self.region,
-            "api": "bidirectional" if self.bidirectional else "response-stream",
+            "api": self.api,
             "voice": self.voice,
         }
 
     def close(self) -> None:
+        if self._bidi is not None:
+            self._bidi.close()
         self._client.close()
 
 
@@ -297,126 +249,3 @@ def _get(q: queue.Queue[Any], cancel: CancelToken) -> Any:
         except queue.Empty:
             continue
     return None
-
-
-class _BidiTurn:
-    """One turn over InvokeEndpointWithBidirectionalStream (aws-sdk-sagemaker-runtime-http2).
-
-    The SDK is asyncio-only, so it runs on a private event loop in a thread; the
-    messages are the same as over ``--endpoint-url ws://...``.
-    """
-
-    def __init__(
-        self, synth: SageMakerSynthesizer, cancel: CancelToken, timeline: Timeline
-    ) -> None:
-        self.synth = synth
-        self.cancel = cancel
-        self.turn = TurnState(timeline, synth.where)
-        self.replies: queue.Queue[Any] = queue.Queue()
-
-    def _client(self) -> Any:
-        from aws_sdk_sagemaker_runtime_http2.client import SageMakerRuntimeHTTP2Client
-        from aws_sdk_sagemaker_runtime_http2.config import Config, HTTPAuthSchemeResolver
-        from smithy_aws_core.auth.sigv4 import SigV4AuthScheme
-        from smithy_aws_core.identity import StaticCredentialsResolver
-
-        credentials = self.synth._session.get_credentials()
-        if credentials is None:
-            from botocore.exceptions import NoCredentialsError
-
-            raise explain_aws_error(
-                NoCredentialsError(), self.synth.endpoint_name, self.synth.region
-            )
-        frozen = credentials.get_frozen_credentials()
-        region = self.synth.region
-        return SageMakerRuntimeHTTP2Client(
-            config=Config(
-                endpoint_uri=f"https://runtime.sagemaker.{region}.amazonaws.com:8443",
-                region=region,
-                aws_credentials_identity_resolver=StaticCredentialsResolver(),
-                aws_access_key_id=frozen.access_key,
-                aws_secret_access_key=frozen.secret_key,
-                aws_session_token=frozen.token,
-                auth_scheme_resolver=HTTPAuthSchemeResolver(),
-                auth_schemes={"aws.auth#sigv4": SigV4AuthScheme(service="sagemaker")},
-            )
-        )
-
-    async def _session(self, outgoing: asyncio.Queue[dict[str, Any] | None]) -> None:
-        from aws_sdk_sagemaker_runtime_http2.models import (
-            InvokeEndpointWithBidirectionalStreamInput,
-            RequestPayloadPart,
-            RequestStreamEventPayloadPart,
-            ResponseStreamEventPayloadPart,
-        )
-
-        stream = await self._client().invoke_endpoint_with_bidirectional_stream(
-            InvokeEndpointWithBidirectionalStreamInput(endpoint_name=self.synth.endpoint_name)
-        )
-        _, receiver = await stream.await_output()
-
-        async def send() -> None:
-            while (message := await outgoing.get()) is not None:
-                part = RequestPayloadPart(
-                    bytes_=p.encode_json(message).encode("utf-8"),
-                    data_type="UTF8",
-                    completion_state="COMPLETE",
-                )
-                await stream.input_stream.send(RequestStreamEventPayloadPart(value=part))
-
-        sender = asyncio.create_task(send())
-        try:
-            while (event := await receiver.receive()) is not None:
-                if not isinstance(event, ResponseStreamEventPayloadPart):
-                    raise VoiceCliError(f"The {self.synth.where} failed: {event.value!r}.")
-                self.replies.put(p.decode_server_frame(event.value.bytes_))
-        finally:
-            sender.cancel()
-            await stream.close()
-
-    def run(self, sentences: Iterable[Sentence]) -> Iterator[AudioChunk]:
-        loop = asyncio.new_event_loop()
-        outgoing: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-
-        def put(message: dict[str, Any] | None) -> None:
-            try:
-                loop.call_soon_threadsafe(outgoing.put_nowait, message)
-            except RuntimeError:  # the session is over and its loop closed
-                pass
-
-        def drive() -> None:
-            try:
-                loop.run_until_complete(self._session(outgoing))
-                self.replies.put(_END)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
-                self.replies.put(
-                    explain_aws_error(exc, self.synth.endpoint_name, self.synth.region)
-                )
-            finally:
-                loop.close()
-
-        def send_all() -> None:
-            try:
-                for message in self.turn.requests(
-                    sentences, self.cancel, self.synth.voice, self.synth.speed
-                ):
-                    put(message)
-                if not self.cancel.cancelled:
-                    put(p.control(p.END))
-            except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed
-                self.replies.put(exc)
-
-        threading.Thread(target=drive, name="voicecli-bidi", daemon=True).start()
-        threading.Thread(target=send_all, name="voicecli-bidi-send", daemon=True).start()
-        self.cancel.on_cancel(lambda: put(p.control(p.CANCEL)))
-        try:
-            while not self.turn.done and (reply := _get(self.replies, self.cancel)) is not None:
-                if reply is _END:
-                    return
-                if isinstance(reply, BaseException):
-                    raise reply
-                chunk = self.turn.handle(reply)
-                if chunk is not None and not self.cancel.cancelled:
-                    yield chunk
-        finally:
-            put(None)

@@ -323,18 +323,23 @@ def test_the_server_is_still_healthy_after_all_this(tiny_server: RunningServer) 
         assert frames and done["type"] == "sentence_done"
 
 
+def _stuck_client(running: RunningServer) -> Any:
+    """A WebSocket client that reads nothing once connected, with a small receive buffer
+    of its own so that what piles up is the server's."""
+    from websockets.sync.client import connect
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    sock.connect(("127.0.0.1", running.port))
+    return connect(running.ws_url + "/invocations-bidirectional-stream", sock=sock,
+                   max_size=None, max_queue=1, proxy=None, close_timeout=0.2)  # fmt: skip
+
+
 def test_a_client_that_stops_reading_is_ended_and_the_others_carry_on() -> None:
     model = PacedModel(part_seconds=0.001)
     running = serve(model, send_queue_frames=4, frame_samples=2400, stall_timeout=0.5)
     try:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-        sock.connect(("127.0.0.1", running.port))
-        from websockets.sync.client import connect
-
-        stuck = connect(running.ws_url + "/invocations-bidirectional-stream", sock=sock,
-                        max_size=None, max_queue=1, proxy=None)  # fmt: skip
-        with stuck, ws_connect(running) as healthy:
+        with _stuck_client(running) as stuck, ws_connect(running) as healthy:
             stuck.send(speak("s", "100000."))
             time.sleep(2.0)
             healthy.send(speak("h", "3."))
@@ -344,5 +349,42 @@ def test_a_client_that_stops_reading_is_ended_and_the_others_carry_on() -> None:
                 while True:
                     recv(stuck)
             assert "100000." in model.closed  # its synthesis stopped too
+    finally:
+        running.stop()
+
+
+def test_a_client_that_stops_reading_stops_costing_synthesis_at_once() -> None:
+    # Without a fixed send buffer Linux lets megabytes (minutes of audio) pile up in the
+    # kernel for such a client, and the model goes on working for it all that time.
+    model = PacedModel(part_seconds=0.001)  # 1000 parts (100 ms of audio each) a second
+    running = serve(model)
+    try:
+        with _stuck_client(running) as stuck:
+            stuck.send(speak("s", "100000."))
+            time.sleep(1.5)
+            settled = len(model.log)
+            time.sleep(0.5)
+            assert len(model.log) == settled  # it waits for the client, and costs nothing
+            # the outbox (32 frames), the socket's 64 KiB and the client's own buffers
+            assert settled < 150
+    finally:
+        running.stop()
+
+
+def test_a_client_with_unread_audio_waits_behind_one_that_reads() -> None:
+    model = PacedModel(part_seconds=0.005)
+    running = serve(model, send_queue_frames=10_000)  # its outbox never fills in this test
+    try:
+        with _stuck_client(running) as stuck, ws_connect(running) as healthy:
+            stuck.send(speak("s", "100000."))
+            time.sleep(1.0)  # its socket is full: its audio now waits in the outbox
+            healthy.send(speak("h", "50."))
+            frames, done = collect(healthy, "h")
+            assert done["type"] == "sentence_done" and len(frames) == 50
+            with model.lock:
+                log = list(model.log)
+            first, last = log.index("50."), len(log) - 1 - log[::-1].index("50.")
+            # Taking turns would have given the stuck client one part in two.
+            assert log[first : last + 1].count("100000.") <= 2
     finally:
         running.stop()

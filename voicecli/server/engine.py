@@ -4,10 +4,10 @@ of the server in turn.
 * A client (``Listener``) is one WebSocket connection, or one HTTP request. Its speak
   requests (``Job``) run in order. The worker decodes one part at a time (a phrase or
   a sentence, see ``voicecli.tts.phrases``), each time for the listener with the least
-  audio queued (on its playhead), ties in turn: so the client about to fall silent
-  goes first, and a client with a long text, a deep queue or no reading gets ahead
-  only while nobody else needs the model. While others wait, a part is kept to
-  ``Limits.shared_part_seconds`` of decoding where a pause allows.
+  audio queued (on its playhead, or in its outbox if more), ties in turn: so the client
+  about to fall silent goes first, and a client with a long text, a deep queue or no
+  reading gets ahead only while nobody else needs the model. While others wait, a part
+  is kept to ``Limits.shared_part_seconds`` of decoding where a pause allows.
 * Text becomes phonemes on a thread of its own, as requests arrive, so that one
   client's text processing never waits behind another's synthesis.
 * The worker adds audio to a listener's outbox only while the client keeps reading it.
@@ -274,6 +274,8 @@ class Engine:
         """The listener to serve next, its first job, and whether anyone else is waiting
         (lock held): a job to drop goes first, then whoever has the least audio queued."""
         now = time.monotonic()
+        assert self.model is not None  # the worker serves only once it is loaded
+        rate = self.model.sample_rate
         ready: list[tuple[float, Listener, Job]] = []
         for listener in self._listeners:
             if not listener.jobs:
@@ -289,7 +291,10 @@ class Engine:
                     self._on_loop(self._end_stalled, listener)
                 continue
             queued = listener.speaker.ahead() if listener.speaker is not None else 0.0
-            ready.append((queued, listener, job))
+            # Audio the client has not even taken is queued for it, whatever its playhead
+            # says: a client that stops reading falls behind those that read.
+            unread = listener.outbox.waiting_audio * self.limits.frame_samples / rate
+            ready.append((max(queued, unread), listener, job))
         if not ready:
             return None
         _, listener, job = min(ready, key=lambda item: item[0])  # the first of equals

@@ -47,6 +47,7 @@ class HeadTimeoutH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
+        limit_send_buffer(transport)
         self._arm()
 
     def on_response_complete(self) -> None:
@@ -75,6 +76,19 @@ class HeadTimeoutH11(H11Protocol):
         self._head_timer = None
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self.transport.close()
+
+
+# Bytes the kernel may hold for a client that has not read them: about 1.4 s of audio.
+# Linux grows a socket's send buffer to megabytes (a minute of audio) for a client that
+# stops reading, and the engine would go on synthesizing for it; a fixed buffer makes
+# it back up into the outbox at once, where the engine sees it (``Outbox.has_room``).
+SEND_BUFFER_BYTES = 64 * 1024
+
+
+def limit_send_buffer(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
 
 
 def make_server(

@@ -63,6 +63,7 @@ class Record:
     # (monotonic time, "text" | "binary", bytes)
     to_container: list[tuple[float, str, int]] = field(default_factory=list)
     from_container: list[tuple[float, str, int]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # the text frames relayed to the container
     pings: int = 0
     requests: list[dict[str, str]] = field(default_factory=list)  # request headers
     ended: list[str] = field(default_factory=list)  # how each stream ended
@@ -260,6 +261,7 @@ class _Stream:
                 frame, partial = bytes(partial), bytearray()
                 if data_type == "UTF8":
                     self.runtime.record.to_container.append((time.monotonic(), "text", len(frame)))
+                    self.runtime.record.texts.append(frame.decode("utf-8"))
                     await ws.send(frame.decode("utf-8"))
                 else:
                     self.runtime.record.to_container.append(

@@ -210,6 +210,8 @@ def test_cancel_mid_sentence_ends_the_stream_and_frees_the_container(runtime: St
         while not runtime.record.ended and time.monotonic() < deadline:
             time.sleep(0.02)
         assert runtime.record.ended == ["completed"]  # the stream went down with the cancel
+        # and the container was told, whatever SageMaker does with its WebSocket afterwards
+        assert [json.loads(t)["type"] for t in runtime.record.texts][-1:] == ["cancel"]
         assert time.monotonic() - cancelled_at < 2
         # The container dropped the rest: a new turn is answered at once, not after it.
         start = time.monotonic()

@@ -107,10 +107,15 @@ class BidiConnection:
                 replies.put(exc)
 
         threading.Thread(target=send_all, name="voicecli-bidi-send", daemon=True).start()
-        # Ending our side makes SageMaker close the container's WebSocket, and the
-        # container drops the session's work: nothing to wait for. (Cancelling the
-        # task instead would leave the CRT resolving futures that are gone.)
-        cancel.on_cancel(lambda: put(None))
+
+        def send_cancel() -> None:
+            # `cancel` stops the container's synthesis whatever SageMaker does with the
+            # container's WebSocket once our side has ended, which AWS does not document.
+            # (Cancelling the task instead would leave the CRT resolving futures that are gone.)
+            put(p.control(p.CANCEL))
+            put(None)
+
+        cancel.on_cancel(send_cancel)
         quiet_since = time.monotonic()
         try:
             while not turn.done:

@@ -1,23 +1,31 @@
 """A local stand-in for the SageMaker runtime's InvokeEndpointWithResponseStream.
 
 It speaks AWS event-stream framing over chunked HTTP (without chunking botocore
-would see the events only at the end), so boto3 runs its real parsing code.
+would see the events only at the end), so boto3 runs its real parsing code. What it
+answers is scripted; ``relay`` is the script of a real container. Run by hand, it
+relays to one for ``voicecli bench`` (see docs/sagemaker.md)::
+
+    python tests/sagemaker_fake_runtime.py --container http://127.0.0.1:8080 --port 8444
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import struct
 import threading
 import time
+import urllib.request
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from voicecli import protocol as p
+
 # What a script yields: ("part", bytes), ("exception", type, message), ("sleep", seconds).
 Event = tuple[Any, ...]
-Script = Callable[[str, dict[str, Any]], list[Event]]
+Script = Callable[[str, dict[str, Any]], Iterable[Event]]
 
 
 def event_message(headers: dict[str, str], payload: bytes) -> bytes:
@@ -64,7 +72,7 @@ class FakeRuntime:
     """Endpoints by name: ``missing`` does not exist, ``throttled`` always throttles,
     any other name runs ``script(endpoint, request_json)``."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, port: int = 0) -> None:
         self.script = script
         self.requests: list[tuple[float, dict[str, Any]]] = []  # (arrival, body)
         self.finished: list[tuple[float, str]] = []  # (response end, request_id)
@@ -79,7 +87,7 @@ class FakeRuntime:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 runtime.handle(self)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -130,3 +138,39 @@ class FakeRuntime:
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
         h.wfile.write(data)
+
+
+def relay(container: str) -> Script:
+    """The script of a real ``voicecli serve`` at ``container``: each request becomes a
+    ``POST /invocations`` to it, whose body goes out as parts as it arrives."""
+
+    def script(endpoint: str, body: dict[str, Any]) -> Iterable[Event]:
+        request = urllib.request.Request(
+            container + "/invocations",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Accept": p.STREAM_MEDIA_TYPE},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            while data := response.read1(65536):
+                yield ("part", data)
+
+    return script
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--container", default="http://127.0.0.1:8080")
+    parser.add_argument("--port", type=int, default=8444)
+    args = parser.parse_args()
+    with FakeRuntime(relay(args.container), port=args.port) as runtime:
+        print(
+            f"SageMaker response-stream stand-in on {runtime.url}, relaying to "
+            f"{args.container}\nexport AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+            "AWS_REGION=us-east-1",
+            flush=True,
+        )
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -6,10 +6,11 @@ Two transports carry voicecli's protocol (``voicecli.protocol``):
   ``aws-sdk-sagemaker-runtime-http2``): one duplex stream per turn to the container's
   WebSocket route, exactly like ``--endpoint-url ws://...``.
 * Everywhere else, boto3's InvokeEndpointWithResponseStream: one request per
-  sentence to ``/invocations``, answered as a framed stream. Requests for the next
-  sentences go out while earlier ones are still streaming (up to ``max_in_flight``),
-  so this is not lockstep either. Cancelling closes the open streams, which the
-  container notices and stops synthesizing.
+  sentence to ``/invocations``, answered as a framed stream, one at a time: each
+  request is a client of its own to the container, which shares its model among its
+  clients, so sentences asked for together would be synthesized side by side and the
+  one playing would starve (7 s gaps, measured). Cancelling closes the open stream,
+  which the container notices and stops synthesizing.
 
 Credentials and region come from the normal AWS chain (environment, profile,
 instance role); ``region`` overrides the chain's region.
@@ -58,7 +59,9 @@ class SageMakerSynthesizer(RemoteSynthesizer):
         read_timeout: float = 60.0,
     ) -> None:
         """``endpoint_url`` overrides the runtime's URL (tests, VPC endpoints). ``api``:
-        ``auto`` takes the bidirectional API where its package is installed."""
+        ``auto`` takes the bidirectional API where its package is installed.
+        ``max_in_flight``: sentences sent ahead of their answers on a bidirectional
+        stream (the response-stream API asks for one at a time)."""
         self.endpoint_name = endpoint_name
         super().__init__(voice, speed)
         self.max_in_flight = max_in_flight
@@ -91,7 +94,6 @@ class SageMakerSynthesizer(RemoteSynthesizer):
                     retries={"mode": "standard", "max_attempts": max_attempts},
                     read_timeout=read_timeout,
                     connect_timeout=10,
-                    max_pool_connections=max(10, max_in_flight * 2),
                 ),
             )
         except Exception as exc:  # noqa: BLE001 - NoRegionError, bad profile, ...
@@ -135,7 +137,8 @@ class SageMakerSynthesizer(RemoteSynthesizer):
     def _response_streams(
         self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
     ) -> Iterator[AudioChunk]:
-        turn = TurnState(timeline, self.where, self.max_in_flight)
+        # One sentence at a time: see the module's docstring.
+        turn = TurnState(timeline, self.where, max_in_flight=1)
         # One reply queue per sentence, in sentence order; each is filled by its request.
         order: queue.Queue[Any] = queue.Queue()
         bodies: list[Any] = []

@@ -274,8 +274,6 @@ class Engine:
         """The listener to serve next, its first job, and whether anyone else is waiting
         (lock held): a job to drop goes first, then whoever has the least audio queued."""
         now = time.monotonic()
-        assert self.model is not None  # the worker serves only once it is loaded
-        rate = self.model.sample_rate
         ready: list[tuple[float, Listener, Job]] = []
         for listener in self._listeners:
             if not listener.jobs:
@@ -293,7 +291,7 @@ class Engine:
             queued = listener.speaker.ahead() if listener.speaker is not None else 0.0
             # Audio the client has not even taken is queued for it, whatever its playhead
             # says: a client that stops reading falls behind those that read.
-            unread = listener.outbox.waiting_audio * self.limits.frame_samples / rate
+            unread = listener.outbox.waiting_audio * self.limits.frame_samples / p.SAMPLE_RATE
             ready.append((max(queued, unread), listener, job))
         if not ready:
             return None

@@ -57,7 +57,10 @@ def _connect(url: str) -> Any:
 
     # No keepalive thread: a client that stops reading would have it log a traceback
     # when the server stops answering; the non-reading client pings by hand instead.
-    return connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4, ping_interval=None)
+    # A short close: a server busy sending to a client that does not read would not
+    # answer the closing handshake, and the round would wait out websockets' 10 s.
+    return connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4,
+                   ping_interval=None, close_timeout=1.0)  # fmt: skip
 
 
 def random_message(rng: random.Random, voice: str) -> str | bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -248,6 +249,18 @@ def test_load_drives_a_real_server(tiny_model_dir, tmp_path):
     assert (out / "load-serve.log").read_text()
     leftover = {t.name for t in threading.enumerate()} - before
     assert not [n for n in leftover if n.startswith("bench-load")]
+
+
+def test_a_server_whose_model_cannot_load_is_reported_at_once(tmp_path):
+    pytest.importorskip("uvicorn", reason="voicecli serve needs the server extra")
+    empty = tmp_path / "no-weights"
+    empty.mkdir()
+    started = time.monotonic()
+    result = invoke("--load", "1", "--scenario", "short", "--output-dir", str(tmp_path / "out"),
+                    "--model-dir", str(empty), "--voice", "af_tiny")  # fmt: skip
+    assert result.exit_code != 0
+    assert "could not load" in result.output and "Traceback" not in result.output
+    assert time.monotonic() - started < 120  # not the 300 s wait for a model that never comes
 
 
 # --- isolation mode -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ is a load generator: it must not be pointed at someone else's machine).
 from __future__ import annotations
 
 import ipaddress
+import json
 import sys
 import threading
 import time
@@ -105,13 +106,29 @@ def wait_for_ping(base: str, timeout: float, alive: Callable[[], str | None]) ->
                 if response.status == 200:
                     return
         except urllib.error.HTTPError as exc:
-            last = f"HTTP {exc.code}"  # 503 while the model loads
+            last = f"HTTP {exc.code}"  # 503 while the model loads, or once it has failed to
+            failed = _load_failure(exc)
+            if failed:
+                raise VoiceCliError(
+                    f"The speech server at {base} could not load: {failed}"
+                ) from None
         except (urllib.error.URLError, OSError) as exc:
             last = str(getattr(exc, "reason", exc))
         time.sleep(0.2)
     raise VoiceCliError(
         f"The speech server at {base} was not ready within {timeout:.0f} s (last /ping: {last})."
     )
+
+
+def _load_failure(answer: urllib.error.HTTPError) -> str | None:
+    """Why the server's model failed to load, if its /ping answer says it did."""
+    try:
+        body = json.loads(answer.read())
+    except (OSError, ValueError):
+        return None
+    if isinstance(body, dict) and body.get("status") == "failed":
+        return str(body.get("message", "no reason given"))[:500]
+    return None
 
 
 class ServeProcess:

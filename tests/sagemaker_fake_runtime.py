@@ -75,7 +75,6 @@ class FakeRuntime:
     def __init__(self, script: Script, port: int = 0) -> None:
         self.script = script
         self.requests: list[tuple[float, dict[str, Any]]] = []  # (arrival, body)
-        self.finished: list[tuple[float, str]] = []  # (response end, request_id)
         runtime = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -127,7 +126,6 @@ class FakeRuntime:
             h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client closed the stream: a cancel
-        self.finished.append((time.monotonic(), body.get("request_id", "")))
 
     @staticmethod
     def _error(h: BaseHTTPRequestHandler, status: int, code: str, message: str) -> None:

@@ -40,7 +40,8 @@ def bind(host: str, port: int) -> socket.socket:
 class HeadTimeoutH11(H11Protocol):
     """uvicorn's HTTP/1.1, with a deadline for each request's head. uvicorn closes idle
     keep-alive connections, but a client that trickles its headers a byte at a time
-    would hold a connection (and a file descriptor) forever."""
+    would hold a connection (and a file descriptor) forever. Every connection, the
+    WebSockets it is upgraded to included, also gets a fixed send buffer."""
 
     head_timeout = 10.0
     _head_timer: asyncio.TimerHandle | None = None

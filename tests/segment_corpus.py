@@ -110,6 +110,35 @@ CASES: list[Case] = [
     ("Growth was 12.5% this year. Good news.", ["Growth was 12.5% this year.", "Good news."], TINY),
     ("It is .5 inches thick. Very thin.", ["It is .5 inches thick.", "Very thin."], TINY),
     ("Step 1. Then step 2. Then we stop here.", ["Step 1. Then step 2.", "Then we stop here."], D),
+    # --- ellipses as style guides space them, and inline lists (the Golden Rules') -----
+    (
+        "Wait . . . what did you say? I missed it.",
+        ["Wait . . . what did you say?", "I missed it."],
+        D,
+    ),
+    ("He stopped . . . Then he left for good.", ["He stopped . . . Then he left for good."], D),
+    (
+        "It was over . . . . Then we all went home.",
+        ["It was over . . . .", "Then we all went home."],
+        D,
+    ),
+    (
+        "It ended. . . . Then came the rest of it.",
+        ["It ended.", ". . . Then came the rest of it."],
+        TINY,
+    ),
+    (
+        "A quote [...] goes on here. The next one.",
+        ["A quote [...] goes on here.", "The next one."],
+        D,
+    ),
+    ("See N°. 5 on the list. It is the best.", ["See N°. 5 on the list.", "It is the best."], D),
+    (
+        "1. Buy some milk 2. Buy some eggs 3. Go home",
+        ["1. Buy some milk", "2. Buy some eggs", "3. Go home"],
+        TINY,
+    ),
+    ("b. Second item here c. Third item", ["b. Second item here", "c. Third item"], TINY),
     (
         "Scores were 10.5, 11.25 and 9.75 in total.",
         ["Scores were 10.5, 11.25 and 9.75 in total."],
@@ -260,7 +289,7 @@ CASES: list[Case] = [
     ),
     (
         "a. First lettered item\nb. Second lettered item",
-        ["a. First lettered item\nb. Second lettered item"],
+        ["a. First lettered item", "b. Second lettered item"],
         D,
     ),
     (

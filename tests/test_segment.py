@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.golden_rules_en import GOLDEN_RULES
 from tests.segment_corpus import CASES
 from voicecli.segment import Segmenter
 
@@ -55,6 +56,44 @@ def test_corpus_random_chunks(text: str, expected: list[str], options: dict[str,
 
 def test_corpus_is_large() -> None:
     assert len(CASES) >= 150
+
+
+def _cuts(units: list[str]) -> set[int]:
+    """Where ``units`` cut their text, counted in non-space characters."""
+    ends, total = set(), 0
+    for unit in units[:-1]:
+        total += len("".join(unit.split()))
+        ends.add(total)
+    return ends
+
+
+# What the segmenter still does differently from the gold, none of it a cut inside a
+# gold sentence: units under min_chars merge with the next ("Hello!!"), a list with no
+# periods has nothing to cut at, and "P.M. Mr." reads as one name.
+GOLDEN_MERGED = {
+    "At 5 a.m. Mr. Smith went to the bank. He left the bank at 6 P.M. Mr. Smith then "
+    "went to the store.",
+    "Hello!! Long time no see.",
+    "Hello?? Who is there?",
+    "Hello!? Is that you?",
+    "Hello?! Is that you?",
+    "1) The first item 2) The second item",
+}
+
+
+def test_the_golden_rules_fed_one_character_at_a_time_have_no_false_split() -> None:
+    # A false split is a cut inside a gold sentence: the listener hears a pause there.
+    false_splits, merged = 0, set()
+    for text, gold in GOLDEN_RULES:
+        units = run_chunks(text, [1] * len(text))
+        assert "".join("".join(units).split()) == "".join(text.split())  # nothing lost
+        assert units == run_chunks(text, None) == run_chunks(text, random_sizes(text, 0))
+        false_splits += len(_cuts(units) - _cuts(gold))
+        if units != gold:
+            merged.add(text)
+    assert len(GOLDEN_RULES) == 48
+    assert false_splits == 0
+    assert merged == GOLDEN_MERGED
 
 
 # --- waiting at the stream's edge -------------------------------------------------------

@@ -13,6 +13,10 @@ What settles a candidate boundary:
   common sentence starter ("The", "It", ...) ends the sentence there. After "No.", "Fig.",
   "Jan." and the like a digit means "same sentence". Titles and Latin abbreviations
   ("Dr.", "e.g.", "vs.") never end a sentence.
+* Spaced dots (". . ."): the dots that follow, and then the next word. Three mark words
+  left out and never end a sentence; a fourth is a period. "[...]" is never an end. In
+  a unit that opens with a list marker ("1.", "a."), the next marker ("2.", "b.") starts
+  a new unit before it rather than ending one after it.
 * CJK terminators (。！？): the next character (to keep closing brackets with the sentence).
 * A newline: the start of the next line (blank line, list item, heading, table row or
   code fence end a unit in chat mode). With ``newline_is_boundary`` a newline ends the unit
@@ -34,7 +38,14 @@ from __future__ import annotations
 import re
 
 from voicecli.segment.lines import classify_line, fence_closes
-from voicecli.segment.rules import CJK_TERMINATORS, CLOSERS, TERMINATORS, ends_sentence
+from voicecli.segment.rules import (
+    CJK_TERMINATORS,
+    CLOSERS,
+    TERMINATORS,
+    ends_sentence,
+    inline_item_start,
+    spaced_dots_end,
+)
 
 # Where a scan has to stop and think. Clause marks only matter for the fast first cut.
 _SPECIAL_FIRST = re.compile(r"[.!?…。！？\n,;:—–\-，、；：]")
@@ -206,7 +217,51 @@ class Segmenter:
         j = i + 1
         while j < n and buf[j] in TERMINATORS:
             j += 1
-        end = j  # one past the terminator run
+        if j < n and buf[j] == "]" and (buf[i - 1] if i else self._before) == "[":
+            return j + 1  # "[...]" marks words left out of a quote
+        if buf[i:j] == ".":
+            dots = spaced_dots_end(buf, j, final)
+            if dots is None:
+                return None
+            if dots > j:
+                return self._on_spaced_dots(i, dots, final)
+        return self._after_run(i, j, final)
+
+    def _on_spaced_dots(self, i: int, end: int, final: bool) -> int | None:
+        """Spaced dots ``buf[i:end]``, as style guides write an ellipsis: three mark words
+        left out mid-sentence ("weakened . . . was"); a fourth is a period. Right after a
+        word, the first dot is that word's period, and an ellipsis after it opens the
+        next sentence ("compounds. . . . The practice") unless nothing but closing marks
+        follow it ("less complex. . . .”")."""
+        buf = self._buf
+        dots = buf.count(".", i, end)
+        attached = not (buf[i - 1] if i else self._before).isspace()
+        if not attached:
+            return end if dots == 3 else self._after_run(i, end, final)
+        if dots < 4 or end == len(buf) or buf[end] in CLOSERS:
+            return self._after_run(i, end, final)
+        decision = ends_sentence(
+            buf,
+            self._start,
+            i,
+            i + 1,
+            end,
+            final=final,
+            newline_mode=self._newline_mode,
+            at_line_start=self._at_line_start,
+        )
+        if decision is None:
+            return None
+        if decision:
+            self._soft_emit(i + 1)
+            return i + 1  # the ellipsis left is three dots: no boundary in it
+        return end
+
+    def _after_run(self, i: int, end: int, final: bool) -> int | None:
+        """Decide the terminator run ``buf[i:end]``."""
+        buf = self._buf
+        n = len(buf)
+        j = end
         while j < n and buf[j] in CLOSERS:
             j += 1
         if j >= n:
@@ -215,6 +270,11 @@ class Segmenter:
             return j
         if not buf[j].isspace():
             return end  # "4.99", "a.b@c.com", "e.g." inner dots: not a boundary
+        if buf[i:end] == ".":
+            item = inline_item_start(buf, self._start, i)
+            if item is not None:
+                self._soft_emit(item)  # "1. The first item | 2. The second item"
+                return j
         decision = ends_sentence(
             buf,
             self._start,

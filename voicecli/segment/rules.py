@@ -26,8 +26,8 @@ _NEVER_FINAL = frozenset(
 )
 # Abbreviations that usually precede a number ("No. 5", "Fig. 2", "Jan. 15").
 _BEFORE_NUMBER = frozenset(
-    """No no Nos nos Nr nr Fig fig Figs figs Vol vol Vols vols p pp Eq eq Eqs Sec Ch ch
-    Art Ex Op Tab Ver ver v V Pt Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec""".split()
+    """No no Nos nos Nr nr N° Nº Fig fig Figs figs Vol vol Vols vols p pp Eq eq Eqs Sec Ch
+    ch Art Ex Op Tab Ver ver v V Pt Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec""".split()
 )
 # Abbreviations that may end a sentence but are often followed by a capitalised name.
 _SUFFIXES = frozenset(
@@ -52,6 +52,8 @@ _INITIAL = re.compile(r"[A-Z]")
 _ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|[A-Z][a-z]\.[A-Z]")
 # "1." or "a." at the start of a line is a list marker, not the end of a sentence.
 _LIST_MARKER = re.compile(r"\d{1,3}|[A-Za-z]|[ivxIVX]{2,4}")
+# Bullets that may come before an inline list marker ("• 9. one • 10. two").
+BULLETS = frozenset("•◦▪‣⁃·*-–")
 
 
 def ends_sentence(
@@ -113,3 +115,45 @@ def ends_sentence(
             return None
         return buf[k:word_end] in _STARTERS
     return not lower_next
+
+
+def spaced_dots_end(buf: str, k: int, final: bool) -> int | None:
+    """After a period that ends at ``k``: where the spaced dots after it end (". . .", an
+    ellipsis as style guides space it), ``k`` if none follow; None until that is known."""
+    n = len(buf)
+    while True:
+        if k + 2 > n:
+            return k if final or (k < n and buf[k] != " ") else None
+        if buf[k] != " " or buf[k + 1] != ".":
+            return k
+        k += 2
+
+
+def inline_item_start(buf: str, start: int, i: int) -> int | None:
+    """Where the list item begins whose marker the period at ``i`` closes, when the unit
+    that began at ``start`` opens with the marker before it: "1. The first item 2. The
+    second", "a. one b. two". The item starts at the marker, or at a bullet before it."""
+    token_start = i
+    while token_start > start and not buf[token_start - 1].isspace():
+        if buf[token_start - 1] in BULLETS:
+            break
+        token_start -= 1
+    token = buf[token_start:i]
+    if token.isascii() and token.isdigit() and len(token) <= 3 and int(token) > 1:
+        previous = str(int(token) - 1)
+    elif len(token) == 1 and "b" <= token <= "z":  # "Option A. Option B." is no list
+        previous = chr(ord(token) - 1)
+    else:
+        return None
+    first = start
+    while first < token_start and (buf[first].isspace() or buf[first] in BULLETS):
+        first += 1
+    # The unit must open with that marker: "Step 1. Then step 2." is no list.
+    if not buf.startswith(previous + ".", first) or first + len(previous) + 1 >= token_start:
+        return None
+    cut = token_start
+    while cut > start and buf[cut - 1] in " \t":
+        cut -= 1
+    if cut > start and buf[cut - 1] in BULLETS and (cut - 1 == start or buf[cut - 2].isspace()):
+        return cut - 1
+    return token_start

@@ -21,7 +21,7 @@ class StandInModel:
     """The part of a stand-in SpeechModel every server test shares: each text is one
     phoneme chunk, and the model is every connection's speaker, with no playhead (all
     listeners alike, so they take plain turns) and parts of its own fixed size.
-    Subclasses say how they speak (``speak_phonemes``)."""
+    Subclasses say how they speak (``speak_steps``)."""
 
     sample_rate = p.SAMPLE_RATE
 

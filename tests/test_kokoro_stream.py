@@ -99,8 +99,9 @@ def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_
     chunks = tiny_synth.phonemes(text)
     assert len(chunks) > 1  # more than PREPARE_PHONEMES
     speaker = tiny_synth.speaker()
-    parts = speaker.speak_phonemes(chunks)
-    next(parts)  # only the first chunk is prepared so far
+    parts = speaker.speak_steps(chunks)
+    assert next(parts) is None  # the first chunk's text stages
+    assert next(parts) is not None  # its first part: only the first chunk is prepared
     estimate = speaker.expected_samples
     parts.close()
     engine = tiny_synth.engine
@@ -109,6 +110,16 @@ def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_
     truth = (sum(u.frames for u in utts) - utts[0].onset()) * FRAME_SAMPLES
     assert 0.5 * truth < estimate < 2.0 * truth
     assert estimate != (utts[0].frames - utts[0].onset()) * FRAME_SAMPLES  # not the first only
+
+
+def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
+    # A server serves other listeners between steps: the text stages must not be
+    # folded into the first part's decode.
+    chunks = tiny_synth.phonemes(" ".join(["Here is a long clause with plain words."] * 16))
+    steps = list(tiny_synth.speaker().speak_steps(chunks))
+    prepares = [i for i, step in enumerate(steps) if step is None]
+    assert len(chunks) > 1 and len(prepares) == len(chunks) and prepares[0] == 0
+    assert all(steps[i + 1] is not None for i in prepares)  # each followed by its audio
 
 
 def test_the_silence_after_the_speech_is_zeros_not_decoded(tiny_synth, speech_stops_early):

@@ -113,7 +113,7 @@ def test_one_sentence_is_asked_for_at_a_time_so_the_container_serves_them_in_ord
 
 def test_end_to_end_through_the_real_container_stream() -> None:
     class Sine(StandInModel):
-        def speak_phonemes(
+        def speak_steps(
             self, chunks: list[str], cancel: Any = None, voice: Any = None, speed: Any = None
         ) -> Iterator[np.ndarray]:
             yield np.sin(np.arange(7000, dtype=np.float32) / 10) * 0.5

@@ -273,7 +273,7 @@ class GatedModel(StandInModel):
         self.release = threading.Event()
         self.started = threading.Event()
 
-    def speak_phonemes(
+    def speak_steps(
         self,
         chunks: list[str],
         cancel: CancelToken | None = None,

@@ -3,6 +3,7 @@ them, each with the test that failed before its fix."""
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import threading
@@ -46,20 +47,48 @@ def tiny_server(tiny_model_dir: Path) -> Iterator[RunningServer]:
 
 class PacedModel(StandInModel):
     """A stand-in model whose text says how many parts it takes ("7" = 7 parts of
-    ``part_seconds`` each); it logs which text each part was for, in order."""
+    ``part_seconds`` each); it logs which text each part was for, in order. With
+    ``prepare_seconds``, a text-stage pass ("prepare" + text in the log) comes first.
+    Every listener has ``ahead_seconds`` queued, and ``limits`` keeps each part's
+    limit on decoding."""
 
-    def __init__(self, part_seconds: float = 0.02) -> None:
+    def __init__(self, part_seconds: float = 0.02, prepare_seconds: float = 0.0) -> None:
         self.part_seconds = part_seconds
+        self.prepare_seconds = prepare_seconds
+        self.ahead_seconds = 0.0
+        self.limit: float | None = None
+        self.limits: list[float | None] = []
+        self.aheads: list[float] = []
         self.log: list[str] = []
         self.closed: list[str] = []  # texts whose synthesis was stopped early
         self.lock = threading.Lock()
 
-    def speak_phonemes(self, chunks: list[str], cancel: Any = None, voice: Any = None,
-                       speed: Any = None) -> Iterator[np.ndarray]:  # fmt: skip
+    def ahead(self) -> float:
+        return self.ahead_seconds
+
+    def speaker(self) -> Any:
+        """Each listener's own queue, from ``aheads`` in the order listeners first speak."""
+        if not self.aheads:
+            return self
+        seat = copy.copy(self)
+        seat.ahead_seconds = self.aheads.pop(0)
+        return seat
+
+    def limit_parts(self, seconds: float | None) -> None:
+        self.limit = seconds
+
+    def speak_steps(self, chunks: list[str], cancel: Any = None, voice: Any = None,
+                    speed: Any = None) -> Iterator[np.ndarray | None]:  # fmt: skip
         text = chunks[0]
         done = 0
         try:
+            if self.prepare_seconds:
+                time.sleep(self.prepare_seconds)
+                with self.lock:
+                    self.log.append("prepare " + text)
+                yield None
             for _ in range(int(text.split()[0].rstrip("."))):
+                self.limits.append(self.limit)
                 time.sleep(self.part_seconds)
                 with self.lock:
                     self.log.append(text)
@@ -125,6 +154,66 @@ def test_a_deep_queue_and_a_long_text_share_the_model_in_turns() -> None:
                 before = model.log.index("3.")
             # Healthy's parts came in turns with greedy's, not after its 320 parts.
             assert before < 10, model.log[:20]
+    finally:
+        running.stop()
+
+
+def test_a_text_stage_and_the_first_part_after_it_are_separate_turns() -> None:
+    # A phrase's text stages take up to 0.6 s on the real weights: run with its first
+    # part, they would make anyone who arrives meanwhile wait for both.
+    model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
+    running = serve(model)
+    try:
+        with ws_connect(running) as a, ws_connect(running) as b:
+            a.send(speak("a", "2 a"))
+            b.send(speak("b", "2 b"))  # while a's text stage runs
+            for ws, name in ((a, "a"), (b, "b")):
+                frames, done = collect(ws, name)
+                assert done["type"] == "sentence_done" and len(frames) == 2
+            with model.lock:
+                assert model.log[:3] == ["prepare 2 a", "prepare 2 b", "2 a"], model.log
+    finally:
+        running.stop()
+
+
+def test_a_text_stage_is_followed_by_its_part_when_nobody_is_silent() -> None:
+    model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
+    model.aheads = [1.0, 0.5]  # both have audio in hand; b less
+    running = serve(model)
+    try:
+        with ws_connect(running) as a, ws_connect(running) as b:
+            for ws, name in ((a, "a"), (b, "b")):
+                ws.send(speak(name + "0", "1 " + name))
+                collect(ws, name + "0")
+            with model.lock:
+                model.log.clear()
+            a.send(speak("a", "2 a"))
+            time.sleep(0.1)
+            b.send(speak("b", "2 b"))  # while a's text stage runs
+            for ws, name in ((a, "a"), (b, "b")):
+                collect(ws, name)
+            with model.lock:
+                # Least queued alone would have let b in between: b has less queued.
+                assert model.log[:2] == ["prepare 2 a", "2 a"], model.log
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("ahead, short", [(0.0, False), (5.0, True)])
+def test_a_lone_client_gets_short_parts_once_it_has_audio_in_hand(
+    ahead: float, short: bool
+) -> None:
+    # Whoever connects next waits for the part in progress: a client with seconds of
+    # audio queued loses nothing by short parts, a client about to fall silent would.
+    model = PacedModel(part_seconds=0.001)
+    model.ahead_seconds = ahead
+    running = serve(model)
+    try:
+        with ws_connect(running) as ws:
+            ws.send(speak("x", "5."))
+            collect(ws, "x")
+        # The first part is the listener's first: nothing is queued for it yet.
+        assert model.limits == [None] + [Limits().shared_part_seconds if short else None] * 4
     finally:
         running.stop()
 

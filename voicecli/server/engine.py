@@ -2,12 +2,16 @@
 of the server in turn.
 
 * A client (``Listener``) is one WebSocket connection, or one HTTP request. Its speak
-  requests (``Job``) run in order. The worker decodes one part at a time (a phrase or
-  a sentence, see ``voicecli.tts.phrases``), each time for the listener with the least
-  audio queued (on its playhead, or in its outbox if more), ties in turn: so the client
-  about to fall silent goes first, and a client with a long text, a deep queue or no
-  reading gets ahead only while nobody else needs the model. While others wait, a part
-  is kept to ``Limits.shared_part_seconds`` of decoding where a pause allows.
+  requests (``Job``) run in order. The worker runs one forward pass at a time (a
+  phrase's text stages, or one part of its audio: see ``voicecli.tts.phrases``), each
+  time for the listener with the least audio queued (on its playhead, or in its outbox
+  if more), ties in turn: so the client about to fall silent goes first, and a client
+  with a long text, a deep queue or no reading gets ahead only while nobody else needs
+  the model. A newcomer waits for the pass in progress, so a part is kept to
+  ``Limits.shared_part_seconds`` of decoding where a pause allows, while others wait or
+  while the listener has ``Limits.short_parts_ahead`` of audio in hand anyway; and a
+  phrase's text stages and its first part are two passes, which go together unless
+  another listener has no audio at all.
 * Text becomes phonemes on a thread of its own, as requests arrive, so that one
   client's text processing never waits behind another's synthesis.
 * The worker adds audio to a listener's outbox only while the client keeps reading it.
@@ -50,13 +54,16 @@ class Speaker(Protocol):
         """Keep each next part's decoding to about ``seconds``, where possible."""
         ...
 
-    def speak_phonemes(
+    def speak_steps(
         self,
         chunks: list[str],
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Generator[np.ndarray, None, None]: ...
+    ) -> Generator[np.ndarray | None, None, None]:
+        """One forward pass per item: a part's audio, or None for a pass that made none
+        (text stages). The worker serves whoever is due between any two items."""
+        ...
 
 
 class SpeechModel(Protocol):
@@ -86,7 +93,7 @@ class Job:
     finished: bool = False
     chunks: list[str] | None = None  # phonemes, once the text stage is done
     error: tuple[str, str] | None = None  # (code, message) from the text stage
-    audio: Generator[np.ndarray, None, None] | None = None
+    audio: Generator[np.ndarray | None, None, None] | None = None
     frames: int = 0
     samples: int = 0
 
@@ -139,6 +146,7 @@ class Engine:
         self.limits = limits
         self._listeners: deque[Listener] = deque()  # in turn order
         self._departed: list[Job] = []  # jobs of clients that left, for the worker to close
+        self._prepared: Listener | None = None  # whose text stages the last pass was
         self._work = threading.Condition()
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -295,13 +303,23 @@ class Engine:
             ready.append((max(queued, unread), listener, job))
         if not ready:
             return None
-        _, listener, job = min(ready, key=lambda item: item[0])  # the first of equals
+        # A text stage and the first part after it go together, unless someone has run
+        # out of audio (or never had any): only they cannot wait for both.
+        after = [item for item in ready if item[1] is self._prepared]
+        silent = any(item[0] <= 0.0 for item in ready if item[1] is not self._prepared)
+        queued, listener, job = (
+            after[0] if after and not silent else min(ready, key=lambda item: item[0])
+        )  # min: the first of equals
         self._listeners.remove(listener)
         self._listeners.append(listener)  # whoever goes now goes last among equals
-        return listener, job, len(ready) > 1
+        # Short parts cost a little more decoding each, and nothing to a client with
+        # audio in hand; whoever arrives while a part is decoded waits for all of it.
+        short = len(ready) > 1 or queued >= self.limits.short_parts_ahead
+        return listener, job, short
 
-    def _step(self, listener: Listener, job: Job, shared: bool) -> None:
-        """One part of ``job``, or its end; a short one if others are ``shared`` waiting."""
+    def _step(self, listener: Listener, job: Job, short: bool) -> None:
+        """One forward pass for ``job``, or its end; a short one if ``short``."""
+        self._prepared = None
         if job.cancel.cancelled or job.error is not None:
             if job.error is not None:
                 self._on_loop(job.fail, *job.error)
@@ -312,11 +330,15 @@ class Engine:
             if job.audio is None:
                 if listener.speaker is None:
                     listener.speaker = self.model.speaker()
-                job.audio = listener.speaker.speak_phonemes(
+                job.audio = listener.speaker.speak_steps(
                     job.chunks, job.cancel, voice=job.voice, speed=job.speed
                 )
-            listener.speaker.limit_parts(self.limits.shared_part_seconds if shared else None)
-            audio = next(job.audio, None)
+            listener.speaker.limit_parts(self.limits.shared_part_seconds if short else None)
+            audio = next(job.audio)
+        except StopIteration:
+            self._on_loop(job.complete)
+            self._drop(listener, job)
+            return
         except VoiceCliError as exc:  # e.g. a voice not in the voice set: the client's to fix
             self._on_loop(job.fail, p.BAD_REQUEST, str(exc))
             self._drop(listener, job)
@@ -327,9 +349,8 @@ class Engine:
             self._drop(listener, job)
             return
         if audio is None:
-            self._on_loop(job.complete)
-            self._drop(listener, job)
-            return
+            self._prepared = listener
+            return  # text stages: someone silent may go before the part that follows
         step = self.limits.frame_samples
         frames = []
         for start in range(0, len(audio), step):

@@ -30,7 +30,8 @@ class Limits:
     stall_timeout: float = 30.0  # seconds a client may read nothing before it is ended
     max_control_backlog: int = 256  # unsent control replies before a session is dropped
     max_request_seconds: float = 120.0  # audio one speak may produce
-    shared_part_seconds: float = 0.4  # decoding per part while other clients wait
+    shared_part_seconds: float = 0.4  # decoding per part while other clients wait...
+    short_parts_ahead: float = 1.0  # ...or while the client has this much audio queued
     body_timeout: float = 30.0  # seconds to receive an /invocations body
 
     @property

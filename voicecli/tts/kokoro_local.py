@@ -88,16 +88,21 @@ class Speaker:
         ``voice`` (a spec such as ``af_heart+am_adam``) and ``speed`` override the
         synthesizer's for this text only (a server's per-request voices).
         """
-        yield from self.speak_phonemes(self.synth.phonemes(text), cancel, voice, speed)
+        for audio in self.speak_steps(self.synth.phonemes(text), cancel, voice, speed):
+            if audio is not None:
+                yield audio
 
-    def speak_phonemes(
+    def speak_steps(
         self,
         chunks: list[str],
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Iterator[np.ndarray]:
-        """``speak`` for text already turned into phoneme chunks (``phonemes``)."""
+    ) -> Iterator[np.ndarray | None]:
+        """``speak`` for text already turned into phoneme chunks (``phonemes``), one
+        forward pass per item: a part's audio, or None once a chunk's text stages have
+        run (they make no audio). A server serves another listener between any two
+        items, so a pass is the longest anyone waits behind this listener."""
         synth = self.synth
         pack = synth.voice if voice is None else synth.packs.get(VoiceSpec.parse(voice))
         speed = synth.speed if speed is None else check_speed(speed)
@@ -109,6 +114,7 @@ class Speaker:
             began = time.perf_counter()
             utt = synth.engine.prepare(phonemes, pack, speed)
             synth.cost.observe_prepare(time.perf_counter() - began)
+            yield None
             pauses = utt.pauses() if synth.mode == "phrases" else []
             lead, start, end, tail = self._layout(utt, pauses)
             rest -= len(phonemes)

@@ -110,6 +110,11 @@ CASES: list[Case] = [
     ("Growth was 12.5% this year. Good news.", ["Growth was 12.5% this year.", "Good news."], TINY),
     ("It is .5 inches thick. Very thin.", ["It is .5 inches thick.", "Very thin."], TINY),
     ("Step 1. Then step 2. Then we stop here.", ["Step 1. Then step 2.", "Then we stop here."], D),
+    (
+        "We picked option A. Option B was worse for us.",
+        ["We picked option A.", "Option B was worse for us."],
+        D,
+    ),
     # --- ellipses as style guides space them, and inline lists (the Golden Rules') -----
     (
         "Wait . . . what did you say? I missed it.",

@@ -46,6 +46,13 @@ _STARTERS = frozenset(
     Should Will""".split()
 )
 _MAX_STARTER = max(map(len, _STARTERS))
+# Nouns that take a letter as a label ("option A", "vitamin C"): a capital after them is
+# no initial, which follows a name or a word such as "by" ("by J. Smith").
+_LABEL_NOUNS = frozenset(
+    """option options plan vitamin type grade group class section part appendix exhibit
+    model version row column block unit level phase stage step item point case room gate
+    terminal platform building wing floor zone team answer choice figure table""".split()
+)
 
 _INITIAL = re.compile(r"[A-Z]")
 # "U.S.", "Ph.D.", "p.m.": often followed by a name ("U.S. Army", "p.m. Eastern").
@@ -105,6 +112,8 @@ def ends_sentence(
         return False
     if _LIST_MARKER.fullmatch(token) and at_line_start(token_start):
         return False
+    if _INITIAL.fullmatch(token) and _word_before(buf, start, token_start) in _LABEL_NOUNS:
+        return not lower_next  # "option A. Option B": a label, not an initial
     if token in _SUFFIXES or _INITIAL.fullmatch(token) or _ACRONYM.fullmatch(token):
         if not nxt.isupper():
             return not lower_next
@@ -115,6 +124,17 @@ def ends_sentence(
             return None
         return buf[k:word_end] in _STARTERS
     return not lower_next
+
+
+def _word_before(buf: str, start: int, i: int) -> str:
+    """The word before ``buf[i]``, lowercased ("option" in "option A.")."""
+    k = i
+    while k > start and buf[k - 1] in " \t":
+        k -= 1
+    end = k
+    while k > start and buf[k - 1].isalpha():
+        k -= 1
+    return buf[k:end].lower()
 
 
 def spaced_dots_end(buf: str, k: int, final: bool) -> int | None:

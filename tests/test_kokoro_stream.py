@@ -115,7 +115,7 @@ def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_
 def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
     # A server serves other listeners between steps: the text stages must not be
     # folded into the first part's decode.
-    chunks = tiny_synth.phonemes(" ".join(["Here is a long clause with plain words."] * 16))
+    chunks = tiny_synth.phonemes(" ".join(["Here is a long clause with plain words."] * 6))
     steps = list(tiny_synth.speaker().speak_steps(chunks))
     prepares = [i for i, step in enumerate(steps) if step is None]
     assert len(chunks) > 1 and len(prepares) == len(chunks) and prepares[0] == 0

@@ -140,21 +140,19 @@ class Statistics:
         """Fills ``fixed`` from the next decode (of a whole utterance)."""
         return cls("record", fixed=[None] * GENERATOR_NORMS)
 
-    def normalize(self, index: int, x: Any, core: tuple[float, float], norm: Any) -> Any:
+    def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
+        """The mean and variance that norm layer ``index`` normalises ``x`` with."""
         if self.mode == "fixed":
             assert self.fixed is not None and self.fixed[index] is not None
-            mean, var = self.fixed[index]
-        elif self.mode == "pooled":
-            mean, var = self._pool(index, x, core)
-        else:
-            mean = x.mean(-1, keepdim=True)
-            var = x.var(-1, keepdim=True, unbiased=False)
-            if self.mode == "record":
-                assert self.fixed is not None
-                self.fixed[index] = (mean, var)
-        # One scale and one shift per channel: two passes over x instead of four.
-        scale = norm.weight[None, :, None] * torch.rsqrt(var + norm.eps)
-        return torch.addcmul(norm.bias[None, :, None] - mean * scale, x, scale)
+            return self.fixed[index]
+        if self.mode == "pooled":
+            return self._pool(index, x, core)
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, unbiased=False)
+        if self.mode == "record":
+            assert self.fixed is not None
+            self.fixed[index] = (mean, var)
+        return mean, var
 
     def _pool(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
         n = x.shape[-1]
@@ -181,22 +179,29 @@ class Statistics:
         return mean, var
 
 
-class _Norm(torch.nn.Module):
-    """Stands in for one of the generator's InstanceNorm1d layers, normalising with the
-    ``Statistics`` of the decode in progress (stock behaviour when there is none)."""
+class _AdaIN(torch.nn.Module):
+    """Stands in for one of the generator's AdaIN1d layers (an InstanceNorm1d, then the
+    style's gain and bias): while a part is decoded it normalises with the ``Statistics``
+    of that decode, and applies norm, gain and bias as one scale and one shift per
+    channel, a single pass over the signal instead of four. Stock behaviour otherwise."""
 
-    def __init__(self, norm: Any, index: int, engine: KokoroEngine) -> None:
+    def __init__(self, adain: Any, index: int, engine: KokoroEngine) -> None:
         super().__init__()
-        self.norm = norm
+        self.adain = adain
         self.index = index
         self.__dict__["engine"] = engine  # not a submodule: the engine owns the model
 
-    def forward(self, x: Any) -> Any:
+    def forward(self, x: Any, s: Any) -> Any:
         active = self.engine._active
         if active is None:
-            return self.norm(x)
+            return self.adain(x, s)
         stats, core = active
-        return stats.normalize(self.index, x, core, self.norm)
+        mean, var = stats.moments(self.index, x, core)
+        norm = self.adain.norm
+        gamma, beta = self.adain.fc(s)[:, :, None].chunk(2, dim=1)
+        gain = (1 + gamma) * norm.weight[None, :, None] * torch.rsqrt(var + norm.eps)
+        shift = (1 + gamma) * norm.bias[None, :, None] + beta - mean * gain
+        return torch.addcmul(shift, x, gain)
 
 
 # The attributes of kokoro's modules that this engine calls, module by module.
@@ -219,10 +224,13 @@ def check_model(kmodel: Any) -> None:
                 getattr(module, name)
         generator = kmodel.decoder.generator
         norms = [m.norm for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
+        fcs = [m.fc for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
     except AttributeError:
-        norms = []
-    if len(norms) != GENERATOR_NORMS or not all(
-        isinstance(n, torch.nn.InstanceNorm1d | _Norm) for n in norms
+        norms = fcs = []
+    if (
+        len(norms) != GENERATOR_NORMS
+        or not all(isinstance(n, torch.nn.InstanceNorm1d) for n in norms)
+        or not all(isinstance(fc, torch.nn.Linear) for fc in fcs)
     ):
         raise VoiceCliError(
             f"This kokoro package is laid out differently from kokoro {KOKORO_VERSION}, "
@@ -247,10 +255,18 @@ class KokoroEngine:
             if "weight_g" in module._parameters:
                 torch.nn.utils.remove_weight_norm(module)
         generator = kmodel.decoder.generator
-        norms = [m for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
-        for index, adain in enumerate(norms):
-            if not isinstance(adain.norm, _Norm):
-                adain.norm = _Norm(adain.norm, index, self)
+        seats = [
+            (parent, name, child)
+            for parent in generator.modules()
+            if not isinstance(parent, _AdaIN)
+            for name, child in parent.named_children()
+            if type(child).__name__ == "AdaIN1d" or isinstance(child, _AdaIN)
+        ]
+        for index, (parent, name, child) in enumerate(seats):
+            if isinstance(child, _AdaIN):
+                child.__dict__["engine"] = self  # wrapped by an earlier engine
+            else:
+                setattr(parent, name, _AdaIN(child, index, self))
 
     def prepare(self, phonemes: str, pack: Any, speed: float) -> Utterance:
         """The text stages and the decoder's front for ``phonemes`` (at most 510)."""

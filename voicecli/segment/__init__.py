@@ -240,16 +240,7 @@ class Segmenter:
             return end if dots == 3 else self._after_run(i, end, final)
         if dots < 4 or end == len(buf) or buf[end] in CLOSERS:
             return self._after_run(i, end, final)
-        decision = ends_sentence(
-            buf,
-            self._start,
-            i,
-            i + 1,
-            end,
-            final=final,
-            newline_mode=self._newline_mode,
-            at_line_start=self._at_line_start,
-        )
+        decision = self._ends_sentence(i, i + 1, end, final)
         if decision is None:
             return None
         if decision:
@@ -275,21 +266,25 @@ class Segmenter:
             if item is not None:
                 self._soft_emit(item)  # "1. The first item | 2. The second item"
                 return j
-        decision = ends_sentence(
-            buf,
-            self._start,
-            i,
-            end,
-            j,
-            final=final,
-            newline_mode=self._newline_mode,
-            at_line_start=self._at_line_start,
-        )
+        decision = self._ends_sentence(i, end, j, final)
         if decision is None:
             return None
         if decision:
             self._soft_emit(j)
         return j
+
+    def _ends_sentence(self, i: int, end: int, ws: int, final: bool) -> bool | None:
+        """``ends_sentence`` for the terminator run ``buf[i:end]`` of the current unit."""
+        return ends_sentence(
+            self._buf,
+            self._start,
+            i,
+            end,
+            ws,
+            final=final,
+            newline_mode=self._newline_mode,
+            at_line_start=self._at_line_start,
+        )
 
     def _on_cjk_terminator(self, i: int, final: bool) -> int | None:
         buf = self._buf

@@ -223,15 +223,14 @@ def check_model(kmodel: Any) -> None:
             for name in names:
                 getattr(module, name)
         generator = kmodel.decoder.generator
-        norms = [m.norm for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
-        fcs = [m.fc for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
+        adains = [m for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
+        laid_out = len(adains) == GENERATOR_NORMS and all(
+            isinstance(m.norm, torch.nn.InstanceNorm1d) and isinstance(m.fc, torch.nn.Linear)
+            for m in adains
+        )
     except AttributeError:
-        norms = fcs = []
-    if (
-        len(norms) != GENERATOR_NORMS
-        or not all(isinstance(n, torch.nn.InstanceNorm1d) for n in norms)
-        or not all(isinstance(fc, torch.nn.Linear) for fc in fcs)
-    ):
+        laid_out = False
+    if not laid_out:
         raise VoiceCliError(
             f"This kokoro package is laid out differently from kokoro {KOKORO_VERSION}, "
             f"which voicecli's streaming decoder follows. Install kokoro=={KOKORO_VERSION}."

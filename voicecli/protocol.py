@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,15 +53,24 @@ MAX_REQUEST_ID_BYTES = 64
 MAX_IN_FLIGHT = 8
 
 # Client -> server message types.
-SPEAK = "speak"  # request_id, text, optional voice and speed
+SPEAK = "speak"  # request_id, text, optional voice, speed and words (WORDS_FORMAT)
 CANCEL = "cancel"  # request_id; without one, every request of the session
 END = "end"  # no more text from this client: finish, send `done`, close
 CLIENT_TYPES = (SPEAK, CANCEL, END)
 
 # Server -> client message types (audio travels in AUDIO frames).
 SENTENCE_DONE = "sentence_done"  # request_id, frames, samples, cancelled
+# request_id, format, words: [{"text", "start", "end"}], samples from the request's
+# first; sent only to a speak that asked for words, before sentence_done, as the
+# server learns them (a long text may get several).
+WORDS = "words"
 ERROR = "error"  # code, message, optional request_id
 DONE = "done"  # every request after `end` is answered; the server closes next
+
+# The word timing format this side speaks. A client asks for it in speak ("words": 1);
+# a server that knows no word timings ignores the field, and one with an older format
+# sends that (its "format" says which), so either side may be the older.
+WORDS_FORMAT = 1
 
 # Error codes a client can act on.
 BAD_JSON = "bad_json"  # the control message is not a JSON object
@@ -204,6 +213,30 @@ def decode_server_frame(data: str | bytes) -> dict[str, Any] | AudioFrame:
     if len(pcm) % 2:
         raise ProtocolError(BAD_FRAME, "audio frame has an odd number of PCM bytes")
     return AudioFrame(request_id, seq, pcm)
+
+
+def encode_words(words: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    return [{"text": text, "start": start, "end": end} for text, start, end in words]
+
+
+def decode_words(message: dict[str, Any]) -> list[tuple[str, int, int]] | None:
+    """The (text, start, end) of a ``words`` message, or None if it is not one this side
+    reads (another format, or malformed: word timings are never worth failing a turn)."""
+    if message.get("format") != WORDS_FORMAT or not isinstance(message.get("words"), list):
+        return None
+    words = []
+    for item in message["words"]:
+        if not isinstance(item, dict):
+            return None
+        text, start, end = item.get("text"), item.get("start"), item.get("end")
+        if (
+            not isinstance(text, str)
+            or not all(type(v) is int and v >= 0 for v in (start, end))
+            or end < start
+        ):
+            return None
+        words.append((text, start, end))
+    return words
 
 
 def length_prefixed(frame: bytes) -> bytes:

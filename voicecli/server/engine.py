@@ -37,6 +37,7 @@ import numpy as np
 from voicecli import protocol as p
 from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
+from voicecli.frames import Word
 from voicecli.server.outbox import Outbox
 from voicecli.server.requests import Limits, split_sentences
 
@@ -56,13 +57,14 @@ class Speaker(Protocol):
 
     def speak_steps(
         self,
-        chunks: list[str],
+        chunks: list[Any],
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Generator[np.ndarray | None, None, None]:
-        """One forward pass per item: a part's audio, or None for a pass that made none
-        (text stages). The worker serves whoever is due between any two items."""
+    ) -> Generator[np.ndarray | tuple[Word, ...], None, None]:
+        """One forward pass per item: a part's audio, or for a pass that made none (text
+        stages) the words it timed, in samples from the first of ``chunks``' audio. The
+        worker serves whoever is due between any two items."""
         ...
 
 
@@ -71,8 +73,8 @@ class SpeechModel(Protocol):
 
     sample_rate: int
 
-    def phonemes(self, text: str) -> list[str]:
-        """Text to phoneme chunks; thread-safe, and no forward pass."""
+    def phonemes(self, text: str) -> list[Any]:
+        """Text to phoneme chunks (for ``speak_steps``); thread-safe, no forward pass."""
         ...
 
     def speaker(self) -> Speaker: ...
@@ -89,9 +91,10 @@ class Job:
     speed: float | None
     outbox: Outbox
     on_finish: Callable[[Job], None] = lambda job: None
+    words: bool = False  # the client asked for word timings
     cancel: CancelToken = field(default_factory=CancelToken)
     finished: bool = False
-    chunks: list[str] | None = None  # phonemes, once the text stage is done
+    chunks: list[Any] | None = None  # phonemes, once the text stage is done
     error: tuple[str, str] | None = None  # (code, message) from the text stage
     audio: Generator[np.ndarray | None, None, None] | None = None
     frames: int = 0
@@ -348,8 +351,10 @@ class Engine:
             self._on_loop(job.fail, p.SYNTHESIS_FAILED, f"synthesis failed: {type(exc).__name__}")
             self._drop(listener, job)
             return
-        if audio is None:
+        if not isinstance(audio, np.ndarray):
             self._prepared = listener
+            if job.words and audio:
+                self._send_words(listener, job, audio)
             return  # text stages: someone silent may go before the part that follows
         step = self.limits.frame_samples
         frames = []
@@ -367,6 +372,17 @@ class Engine:
                 "send one sentence per speak",
             )
             self._drop(listener, job)
+
+    def _send_words(self, listener: Listener, job: Job, words: tuple[Word, ...]) -> None:
+        """Words timed from the job's first sample: ``speak_steps`` times them from the
+        start of its chunks, which are the job's."""
+        message = p.control(
+            p.WORDS,
+            request_id=job.request_id,
+            format=p.WORDS_FORMAT,
+            words=p.encode_words((w.text, w.start, w.end) for w in words),
+        )
+        listener.outbox.put_control(message)
 
     def _drop(self, listener: Listener, job: Job) -> None:
         if job.audio is not None:

@@ -62,14 +62,14 @@ def invocations_route(engine: Engine) -> Handler:
                 request, engine.limits.max_message_bytes, engine.limits.body_timeout
             )
             message = invocation_message(body, request.headers.get("content-type", ""))
-            request_id, text, voice, speed = parse_speak(message, engine.limits)
+            request_id, text, voice, speed, words = parse_speak(message, engine.limits)
         except p.ProtocolError as exc:
             return error_response(exc.code, exc.message)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is there to read it
         outbox = Outbox(engine.limits, asyncio.get_running_loop())
         listener = engine.listener(outbox)
-        job = Job(request_id, text, voice, speed, outbox)
+        job = Job(request_id, text, voice, speed, outbox, words=words)
         try:
             engine.submit(listener, job)
         except p.ProtocolError as exc:

@@ -47,8 +47,9 @@ def split_sentences(text: str) -> list[str]:
 
 def parse_speak(
     message: dict[str, Any], limits: Limits
-) -> tuple[str, str, str | None, float | None]:
-    """(request_id, text, voice, speed) of a speak message, validated."""
+) -> tuple[str, str, str | None, float | None, bool]:
+    """(request_id, text, voice, speed, words) of a speak message, validated; ``words``:
+    whether to send the words' timings (``words`` messages)."""
     request_id = message.get("request_id")
     encoded = _utf8(request_id) if isinstance(request_id, str) else None
     if not encoded or len(encoded) > p.MAX_REQUEST_ID_BYTES:
@@ -89,7 +90,15 @@ def parse_speak(
                 p.BAD_REQUEST, f"speed must be a number from {MIN_SPEED} to {MAX_SPEED}", request_id
             )
         speed = float(speed)
-    return request_id, text, voice, speed
+    words = message.get("words")
+    if words is not None and (type(words) is not int or words < 1):
+        raise p.ProtocolError(
+            p.BAD_REQUEST,
+            f"words must be the word timing format to send, from 1 (this server sends "
+            f"{p.WORDS_FORMAT})",
+            request_id,
+        )
+    return request_id, text, voice, speed, words is not None
 
 
 def _utf8(text: str) -> bytes | None:

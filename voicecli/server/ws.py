@@ -91,7 +91,7 @@ class Session:
             )
 
     def _speak(self, message: dict[str, Any]) -> None:
-        request_id, text, voice, speed = parse_speak(message, self.limits)
+        request_id, text, voice, speed, words = parse_speak(message, self.limits)
         if self.ended:
             raise p.ProtocolError(p.BAD_REQUEST, "speak after end", request_id)
         if request_id in self.pending:
@@ -106,7 +106,7 @@ class Session:
                 "requests; wait for sentence_done before sending more",
                 request_id,
             )
-        job = Job(request_id, text, voice, speed, self.outbox, self._finished)
+        job = Job(request_id, text, voice, speed, self.outbox, self._finished, words=words)
         self.engine.submit(self.listener, job)
         self.pending[request_id] = job
 

@@ -15,7 +15,7 @@ import numpy as np
 from voicecli import protocol as p
 from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.frames import AudioChunk, Sentence, SynthCapabilities, check_speed
+from voicecli.frames import AudioChunk, Sentence, SynthCapabilities, Word, check_speed
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.voices import VoiceSpec
 
@@ -53,6 +53,8 @@ class TurnState:
         self.where = where
         self._prefix = uuid.uuid4().hex[:8]
         self._sentences: dict[str, int] = {}
+        self._words: dict[int, list[Word]] = {}  # timed, and not yet in a chunk
+        self._offsets: dict[int, int] = {}  # samples of each sentence received so far
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(max_in_flight)
         self.done = False
@@ -83,7 +85,11 @@ class TurnState:
         with self._lock:
             self._sentences[request_id] = sentence.index
         self.timeline.mark(SYNTH_START, sentence.index)
-        fields: dict[str, Any] = {"request_id": request_id, "text": sentence.text}
+        fields: dict[str, Any] = {
+            "request_id": request_id,
+            "text": sentence.text,
+            "words": p.WORDS_FORMAT,
+        }
         if voice is not None:
             fields["voice"] = voice
         if speed is not None:
@@ -116,14 +122,32 @@ class TurnState:
             if index is None:  # audio of a cancelled request, already written off
                 return None
             self.timeline.mark_once(SYNTH_FIRST_CHUNK, index)
-            return AudioChunk(index, message.samples())
+            samples = message.samples()
+            offset = self._offsets.get(index, 0)
+            self._offsets[index] = end = offset + len(samples)
+            pending = self._words.get(index, [])
+            mine = tuple(w for w in pending if w.start < end)
+            self._words[index] = pending[len(mine) :]
+            return AudioChunk(index, samples, offset, words=mine)
         kind = message.get("type")
+        if kind == p.WORDS:
+            rid = message.get("request_id")
+            with self._lock:
+                index = self._sentences.get(rid) if isinstance(rid, str) else None
+            words = p.decode_words(message)
+            if index is not None and words is not None:
+                self._words.setdefault(index, []).extend(Word(*w) for w in words)
+            elif index is not None:
+                log.debug("ignoring word timings in a format this client does not read")
+            return None
         if kind == p.SENTENCE_DONE:
             index = self._finish(message.get("request_id"))
             if index is None or message.get("cancelled"):
                 return None
             self.timeline.mark(SYNTH_END, index)
-            return AudioChunk(index, np.zeros(0, np.float32), last=True)
+            offset = self._offsets.pop(index, 0)
+            words = tuple(self._words.pop(index, ()))
+            return AudioChunk(index, np.zeros(0, np.float32), offset, last=True, words=words)
         if kind == p.ERROR:
             self._finish(message.get("request_id"))
             raise VoiceCliError(explain_error(message, self.where))
@@ -149,8 +173,9 @@ class RemoteSynthesizer:
     """
 
     sample_rate = p.SAMPLE_RATE
-    # The server sends each sentence's audio in frames as it is synthesized.
-    capabilities = SynthCapabilities(streams_within_sentence=True)
+    # The server sends each sentence's audio in frames as it is synthesized, and its
+    # words' timings where its voice's language has them (English).
+    capabilities = SynthCapabilities(streams_within_sentence=True, word_timings=True)
 
     def __init__(self, voice: str | None, speed: float | None) -> None:
         self.voice: str | None = None

@@ -374,3 +374,67 @@ def test_say_with_the_real_kokoro_weights(real_model_dir, tmp_path):
     rms = float(np.sqrt(np.mean(audio**2)))
     # About 3 s of real speech: neither silence nor noise-length nonsense.
     assert 1.5 < seconds < 8 and 0.01 < rms < 0.5, (seconds, rms)
+
+
+def energy_db(audio: np.ndarray, rate: int, start: float, end: float) -> float:
+    piece = audio[max(0, int(start * rate)) : max(0, int(end * rate))]
+    return 10 * float(np.log10(np.mean(piece**2) + 1e-12)) if piece.size else -120.0
+
+
+def seconds_of(timestamp: str) -> float:
+    from webvtt.models import Timestamp
+
+    return Timestamp.from_string(timestamp).in_milliseconds() / 1000
+
+
+def test_captions_of_the_real_weights_start_where_the_speech_does(real_model_dir, tmp_path):
+    import webvtt
+
+    out, vtt = tmp_path / "a.wav", tmp_path / "a.vtt"
+    text = "Hello there, my friend. Seven big apples sat on the table. And then, quietly, we left."
+    args = ["--model-dir", str(real_model_dir), "--voice", "jf_alpha", "--lang", "a"]
+    result = run(["say", *args, "-o", str(out), "--captions", str(vtt), text])
+    assert result.exit_code == 0, result.output
+    audio, rate = read_wav(out)
+    cues = webvtt.read(str(vtt)).captions
+    assert " ".join(c.text for c in cues) == text
+    assert seconds_of(cues[-1].end) <= len(audio) / rate
+    loud = energy_db(audio, rate, 0, len(audio) / rate)
+    for cue in cues:
+        # Each cue (its first word) begins as its sound does: quiet just before, speech
+        # just after. A cue early by a word or late by one would fail one of the two.
+        start = seconds_of(cue.start)
+        before = energy_db(audio, rate, start - 0.12, start - 0.02)
+        after = energy_db(audio, rate, start + 0.02, start + 0.15)
+        assert after > loud - 12 and after - before > 12, (cue.text, before, after, loud)
+
+
+def test_captions_as_subrip_escape_nothing_and_need_an_audio_file(tiny_model_dir, tmp_path):
+    import webvtt
+
+    srt = tmp_path / "a.srt"
+    result = run(
+        [
+            "say",
+            *tiny_args(tiny_model_dir, "-o", str(tmp_path / "a.wav"), "--captions", str(srt)),
+            "Tom & Jerry <3 cheese.",
+        ]  # fmt: skip
+    )
+    assert result.exit_code == 0, result.output
+    assert " ".join(c.text for c in webvtt.from_srt(str(srt)).captions) == "Tom & Jerry <3 cheese."
+    vtt = tmp_path / "b.vtt"
+    result = run(
+        [
+            "say",
+            *tiny_args(tiny_model_dir, "-o", str(tmp_path / "b.wav"), "--captions", str(vtt)),
+            "Tom & Jerry <3 cheese.",
+        ]  # fmt: skip
+    )
+    assert "Tom &amp; Jerry &lt;3 cheese." in vtt.read_text()  # WebVTT cue text is markup
+    for bad, message in [
+        (["--captions", str(tmp_path / "c.vtt")], "--captions needs --output"),
+        (["-o", str(tmp_path / "c.wav"), "--captions", str(tmp_path / "c.txt")], ".vtt"),
+    ]:
+        result = run(["say", *tiny_args(tiny_model_dir, *bad), "Hello."])
+        assert result.exit_code != 0 and message in result.output
+        assert not (tmp_path / "c.wav").exists()

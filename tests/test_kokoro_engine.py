@@ -20,7 +20,7 @@ TEXT = "Hello there, this is a test of the decoder."
 @pytest.fixture(scope="module")
 def utterance(tiny_synth):
     torch.manual_seed(7)
-    return tiny_synth.engine.prepare(tiny_synth.phonemes(TEXT)[0], tiny_synth.voice, 1.0)
+    return tiny_synth.engine.prepare(tiny_synth.phonemes(TEXT)[0].phonemes, tiny_synth.voice, 1.0)
 
 
 def test_the_pinned_kokoro_is_installed():
@@ -28,7 +28,7 @@ def test_the_pinned_kokoro_is_installed():
 
 
 def test_whole_decode_is_kokoros_own_forward_pass(tiny_synth):
-    phonemes = tiny_synth.phonemes(TEXT)[0]
+    phonemes = tiny_synth.phonemes(TEXT)[0].phonemes
     pack = tiny_synth.voice
     torch.manual_seed(3)
     stock = tiny_synth.engine.model(phonemes, pack[len(phonemes) - 1], 1.0).numpy()
@@ -102,7 +102,7 @@ def test_pauses_of_the_real_model_are_quiet_word_boundaries(real_model_dir):
     synth = KokoroSynthesizer(voice="jf_alpha", lang="a", model_dir=real_model_dir)
     text = "After you restart the app, the connection error should be gone."
     torch.manual_seed(0)
-    utt = synth.engine.prepare(synth.phonemes(text)[0], synth.voice, 1.0)
+    utt = synth.engine.prepare(synth.phonemes(text)[0].phonemes, synth.voice, 1.0)
     audio = synth.engine.decode(utt, 0, utt.frames)
     peak = np.abs(audio).max()
     pauses = utt.pauses()

@@ -91,7 +91,7 @@ def test_long_phonemes_split_after_a_clause_mark_or_at_a_word_marked_as_a_clause
 def test_no_piece_prepared_at_once_is_longer_than_the_limit(tiny_synth):
     text = " ".join(["Here is a reasonably long clause with many plain words"] * 12) + "."
     chunks = tiny_synth.phonemes(text)
-    assert len(chunks) > 3 and max(map(len, chunks)) <= PREPARE_PHONEMES
+    assert len(chunks) > 3 and max(len(c.phonemes) for c in chunks) <= PREPARE_PHONEMES
 
 
 def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_synth):
@@ -100,12 +100,12 @@ def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_
     assert len(chunks) > 1  # more than PREPARE_PHONEMES
     speaker = tiny_synth.speaker()
     parts = speaker.speak_steps(chunks)
-    assert next(parts) is None  # the first chunk's text stages
-    assert next(parts) is not None  # its first part: only the first chunk is prepared
+    assert isinstance(next(parts), tuple)  # the first chunk's text stages: its words
+    assert isinstance(next(parts), np.ndarray)  # its first part: only it is prepared
     estimate = speaker.expected_samples
     parts.close()
     engine = tiny_synth.engine
-    utts = [engine.prepare(c, tiny_synth.voice, tiny_synth.speed) for c in chunks]
+    utts = [engine.prepare(c.phonemes, tiny_synth.voice, tiny_synth.speed) for c in chunks]
     # The speaker trims the turn's leading silence (its first utterance's onset).
     truth = (sum(u.frames for u in utts) - utts[0].onset()) * FRAME_SAMPLES
     assert 0.5 * truth < estimate < 2.0 * truth
@@ -117,16 +117,16 @@ def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
     # folded into the first part's decode.
     chunks = tiny_synth.phonemes(" ".join(["Here is a long clause with plain words."] * 6))
     steps = list(tiny_synth.speaker().speak_steps(chunks))
-    prepares = [i for i, step in enumerate(steps) if step is None]
+    prepares = [i for i, step in enumerate(steps) if isinstance(step, tuple)]
     assert len(chunks) > 1 and len(prepares) == len(chunks) and prepares[0] == 0
-    assert all(steps[i + 1] is not None for i in prepares)  # each followed by its audio
+    assert all(isinstance(steps[i + 1], np.ndarray) for i in prepares)  # then its audio
 
 
 def test_the_silence_after_the_speech_is_zeros_not_decoded(tiny_synth, speech_stops_early):
     chunks, _ = chunks_of(tiny_synth, SENTENCES)
     engine = tiny_synth.engine
     for sentence in SENTENCES:
-        utt = engine.prepare(tiny_synth.phonemes(sentence.text)[0], tiny_synth.voice, 1.0)
+        utt = engine.prepare(tiny_synth.phonemes(sentence.text)[0].phonemes, tiny_synth.voice, 1.0)
         audio = np.concatenate(audio_of(chunks, sentence.index))
         # Every frame is there, as Kokoro times it (the tiny model has no lead-in)...
         assert audio.size == utt.frames * FRAME_SAMPLES
@@ -209,3 +209,52 @@ def test_synth_threads_set_torch_threads_for_the_process(tiny_model_dir):
         assert torch.get_num_threads() == 1 and synth.describe()["threads"] == 1
     finally:
         torch.set_num_threads(before)
+
+
+def words_of(chunks, sentence: int) -> list:
+    return [w for c in chunks if c.sentence == sentence for w in c.words]
+
+
+def test_each_chunk_carries_the_words_that_start_in_it_in_order(tiny_synth, every_few_frames):
+    assert tiny_synth.capabilities.word_timings  # English
+    chunks, _ = chunks_of(tiny_synth, SENTENCES)
+    for sentence in SENTENCES:
+        words = words_of(chunks, sentence.index)
+        assert [w.text for w in words] == sentence.text.rstrip(".").replace(",", "").split()
+        total = sum(c.samples.size for c in chunks if c.sentence == sentence.index)
+        assert all(0 <= w.start < w.end <= total for w in words)
+        assert all(a.end <= b.start for a, b in zip(words, words[1:], strict=False))
+        for c in chunks:
+            if c.sentence == sentence.index and c.samples.size:
+                assert all(c.offset <= w.start < c.offset + c.samples.size for w in c.words)
+
+
+def test_word_times_in_phrases_are_those_of_the_whole_sentence_shifted_by_its_trim(
+    tiny_synth, every_few_frames, monkeypatch
+):
+    # Phrases mode drops the turn's lead-in and decodes in parts; the words must move
+    # with the audio, by exactly what was trimmed, and not with the parts.
+    chunks, _ = chunks_of(tiny_synth, SENTENCES[:1])
+    phrases = words_of(chunks, 0)
+    monkeypatch.setattr(tiny_synth, "mode", "sentence")
+    whole = words_of(chunks_of(tiny_synth, SENTENCES[:1])[0], 0)
+    utt = tiny_synth.engine.prepare(
+        tiny_synth.phonemes(SENTENCES[0].text)[0].phonemes, tiny_synth.voice, 1.0
+    )
+    trim = utt.onset() * FRAME_SAMPLES
+    assert [w.text for w in phrases] == [w.text for w in whole]
+    assert [(w.start, w.end) for w in phrases] == [
+        (max(0, w.start - trim), max(0, w.end - trim)) for w in whole
+    ]
+    # Sentence mode is Kokoro's own timing: each word from its first phoneme's frame.
+    frames = 2 * np.concatenate([[0], np.cumsum(utt.durations)])
+    assert whole[0].start == int(frames[1]) * FRAME_SAMPLES  # right after <bos>
+
+
+def test_words_of_a_long_text_are_timed_across_its_phoneme_chunks(tiny_synth):
+    text = " ".join(["Here is a reasonably long clause with many plain words."] * 6)
+    chunks, _ = chunks_of(tiny_synth, [Sentence(0, text)])
+    words = words_of(chunks, 0)
+    assert len(tiny_synth.phonemes(text)) > 1
+    assert [w.text for w in words] == text.replace(".", "").split()
+    assert all(a.end <= b.start for a, b in zip(words, words[1:], strict=False))

@@ -78,7 +78,7 @@ class PacedModel(StandInModel):
         self.limit = seconds
 
     def speak_steps(self, chunks: list[str], cancel: Any = None, voice: Any = None,
-                    speed: Any = None) -> Iterator[np.ndarray | None]:  # fmt: skip
+                    speed: Any = None) -> Iterator[np.ndarray | tuple]:  # fmt: skip
         text = chunks[0]
         done = 0
         try:
@@ -86,7 +86,7 @@ class PacedModel(StandInModel):
                 time.sleep(self.prepare_seconds)
                 with self.lock:
                     self.log.append("prepare " + text)
-                yield None
+                yield ()  # text stages: no words to time
             for _ in range(int(text.split()[0].rstrip("."))):
                 self.limits.append(self.limit)
                 time.sleep(self.part_seconds)

@@ -32,6 +32,7 @@ class Settings:
     # Output
     device: str | None = None  # sounddevice index or name; None: the default output
     output: Path | None = None  # WAV file
+    captions: Path | None = None  # WebVTT (.vtt) or SubRip (.srt) captions of the WAV file
     play: bool | None = None  # None: play unless --output was given
     blocksize: int = 480  # frames per device callback (20 ms at 24 kHz)
     # Backpressure: how much work may wait ahead of the listener

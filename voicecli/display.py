@@ -34,6 +34,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 CUT_OFF_MARK = "[interrupted]"
+# Bold and underline stay when NO_COLOR takes the colours away: the sentence heard is
+# bold, and the word heard in it underlined as well.
+SENTENCE_STYLE = "bold bright_cyan"
+WORD_STYLE = "bold underline bright_white on blue"
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Progress:
     text_done: bool = False  # the source has finished: the sentence count is final
     spoken_seconds: float = 0.0
     keys: bool = True  # single keys control playback
+    word: tuple[int, int] | None = None  # the word heard, in its sentence's displayed text
 
 
 STATE_STYLES = {
@@ -116,6 +121,7 @@ class LiveReply(TurnView):
         self._text = ""
         self._lock = threading.Lock()
         self._offsets: dict[int, tuple[int, int]] = {}  # sentence -> span in the text
+        self._leads: dict[int, int] = {}  # sentence -> whitespace before its span
         self._cursor = 0
         self._progress: Callable[[], Progress] | None = None
         self._live: Live | None = None
@@ -143,6 +149,7 @@ class LiveReply(TurnView):
             if at < 0:
                 continue
             self._offsets[index] = (at, at + len(shown))
+            self._leads[index] = len(sentences[index]) - len(sentences[index].lstrip())
             self._cursor = at + len(shown)
 
     def _render(self) -> RenderableType:
@@ -154,7 +161,10 @@ class LiveReply(TurnView):
         current = self._offsets.get(p.playing) if p.playing is not None else None
         if current is not None:
             body.stylize("dim", current[1])
-            body.stylize("bold bright_cyan", *current)
+            body.stylize(SENTENCE_STYLE, *current)
+            if p.word is not None and p.playing is not None:
+                base = current[0] - self._leads.get(p.playing, 0)
+                body.stylize(WORD_STYLE, base + p.word[0], base + p.word[1])
         elif p.state == "thinking":
             body.stylize("dim")
         return Group(self._window(body, current), status_line(p))
@@ -211,7 +221,14 @@ class SpeakingStatus(TurnView):
         p = self._progress() if self._progress is not None else Progress("thinking")
         line = status_line(p)
         if p.playing is not None:
-            now = Text(" ".join(p.sentences.get(p.playing, "").split()), style="italic")
+            # Whitespace as spaces, one for one, so that the word's offsets still hold.
+            sentence = re.sub(r"\s", " ", p.sentences.get(p.playing, ""))
+            now = Text(sentence, style="italic")
+            if p.word is not None:
+                now.stylize(WORD_STYLE, *p.word)
+                width = self.console.width
+                if p.word[1] > width - 2:  # out of sight: show the line from before it
+                    now = Text("…", style="italic") + now[max(0, p.word[0] - width // 3) :]
             now.no_wrap = True
             now.overflow = "ellipsis"
             return Group(now, line)

@@ -41,6 +41,16 @@ class Sentence:
 
 
 @dataclass(frozen=True)
+class Word:
+    """A word of a sentence's spoken text (``Sentence.text``) and where its audio lies, in
+    samples from the sentence's first: from the synthesizer's own durations."""
+
+    text: str  # as the synthesizer read it; in order, so found again in the spoken text
+    start: int
+    end: int  # one past its last sample
+
+
+@dataclass(frozen=True)
 class AudioChunk:
     """Samples of one sentence. A sentence may arrive in several chunks; ``offset`` says
     where this one starts in the sentence, so chunks tile it with no gap or overlap."""
@@ -52,12 +62,17 @@ class AudioChunk:
     # The whole sentence's samples, if the synthesizer can tell before its last chunk
     # (exact or estimated): what part of the sentence was heard when it is cut short.
     length: int | None = None
+    # The words whose audio starts in this chunk (all of them by the sentence's last).
+    words: tuple[Word, ...] = ()
 
 
 @dataclass(frozen=True)
 class SynthCapabilities:
     # Audio of a sentence may come in several chunks, before the whole sentence is done.
     streams_within_sentence: bool = False
+    # Chunks carry the words they hold (``AudioChunk.words``); without them, what was
+    # heard of a sentence cut short is estimated from its characters.
+    word_timings: bool = False
 
 
 class Synthesizer(Protocol):
@@ -114,6 +129,7 @@ class Span:
     end: int | None = None  # one past its last sample, once known
     skipped_at: int | None = None  # heard position when the listener skipped the rest
     length: int | None = None  # its expected samples while ``end`` is not known
+    words: tuple[Word, ...] = ()  # those written so far, timed from ``start``
 
     def expected_end(self) -> int | None:
         """Where it ends, or is expected to."""
@@ -158,6 +174,11 @@ class AudioSink(Protocol):
         ...
 
     def playback(self) -> Playback: ...
+
+    def recording(self) -> Playback | None:
+        """What was written to a file, on the file's own sample scale (positions are
+        samples from the file's start, across turns); None when nothing is recorded."""
+        ...
 
     # Listener controls; a sink whose capabilities lack them ignores them.
     def pause(self) -> None: ...

@@ -193,7 +193,7 @@ class SpeechPipeline:
             for display, spoken in released:
                 sentence = Sentence(len(result.sentences), spoken, display)
                 result.sentences.append(sentence)
-                timeline.mark(SENTENCE_READY, sentence.index, text=display)
+                timeline.mark(SENTENCE_READY, sentence.index, text=display, spoken=spoken)
                 if not _put(out, sentence, cancel):
                     return
 

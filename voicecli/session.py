@@ -20,9 +20,10 @@ from voicecli.audio.player import resolve_device
 from voicecli.audio.sink import make_sink
 from voicecli.audio.wav import check_writable
 from voicecli.cancel import CancelToken
+from voicecli.captions import Captions
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
-from voicecli.frames import AudioSink, Synthesizer
+from voicecli.frames import AudioSink, Sentence, Synthesizer
 from voicecli.heard import now_playing
 from voicecli.keys import KeyListener, NoTerminal
 from voicecli.pipeline import SpeechPipeline, TurnOptions, TurnResult
@@ -74,12 +75,12 @@ class Turn:
 
     def progress(self) -> display.Progress:
         events = self.timeline.events
-        sentences = {
-            e.sentence: str(e.detail.get("text", ""))
+        sentences = [
+            Sentence(e.sentence, str(e.detail.get("spoken", "")), str(e.detail.get("text", "")))
             for e in events
             if e.name == SENTENCE_READY and e.sentence is not None
-        }
-        playing, spoken = now_playing(self.sink.playback())
+        ]
+        now = now_playing(self.sink.playback(), sentences)
         if self.cancel.cancelled:
             state = "interrupted"
         elif self.sink.paused:
@@ -89,7 +90,13 @@ class Turn:
         else:
             state = "thinking"
         return display.Progress(
-            state, sentences, playing, any(e.name == TEXT_DONE for e in events), spoken, self.keys
+            state,
+            {s.index: s.display for s in sentences},
+            now.sentence,
+            any(e.name == TEXT_DONE for e in events),
+            now.seconds,
+            self.keys,
+            now.word,
         )
 
 
@@ -103,11 +110,22 @@ class Session:
         self.sink: AudioSink | None = None
         self.pipeline: SpeechPipeline | None = None
         self.last_turn: Turn | None = None
+        self.captions: Captions | None = None
         self._saved_sigint: object = None
         self._interrupted_once = False
 
     def __enter__(self) -> Session:
         # A bad device or output path fails before the model loads, not after.
+        if self.settings.captions is not None:
+            if self.settings.output is None:
+                raise VoiceCliError(
+                    "--captions needs --output FILE.wav: captions are timed to the audio "
+                    "in that file."
+                )
+            if self.settings.captions.resolve() == self.settings.output.resolve():
+                raise VoiceCliError("--captions and --output name the same file.")
+            self.captions = Captions(self.settings.captions)
+            check_writable(self.settings.captions)
         if self.settings.play or (self.settings.play is None and self.settings.output is None):
             resolve_device(self.settings.device)
         if self.settings.output is not None:
@@ -119,6 +137,11 @@ class Session:
                 if self._warm_up:  # while the user is still typing
                     self.synth.warm_up()
             self.sink = make_sink(self.settings, self.synth.sample_rate)
+            if self.captions is not None and not self.synth.capabilities.word_timings:
+                display.note(
+                    "Captions are timed by estimate: this synthesizer gives no word timings "
+                    "(Kokoro gives them for English)."
+                )
         except BaseException:
             self.close()
             raise
@@ -196,6 +219,10 @@ class Session:
                 view.finish("", "", True)
             else:
                 view.finish(result.text, result.heard, result.interrupted)
+        if self.captions is not None and result is not None:
+            recording = self.sink.recording()
+            if recording is not None:
+                self.captions.add_turn(recording, result.sentences)
         if ctrl_c:
             raise KeyboardInterrupt
         if self.settings.timings:

@@ -30,13 +30,19 @@ class SpanLedger:
     def before_write(self, chunk: AudioChunk, position: int) -> bool:
         """Note ``chunk`` about to go in at ``position``; True if it starts its sentence."""
         if self.open_sentence() == chunk.sentence:
-            if chunk.length is not None:
-                with self._lock:
-                    self._spans[-1] = dataclasses.replace(self._spans[-1], length=chunk.length)
+            with self._lock:
+                span = self._spans[-1]
+                self._spans[-1] = dataclasses.replace(
+                    span,
+                    length=span.length if chunk.length is None else chunk.length,
+                    words=span.words + chunk.words,
+                )
             return False
         with self._lock:
             self._close(position)
-            self._spans.append(Span(chunk.sentence, position, length=chunk.length))
+            self._spans.append(
+                Span(chunk.sentence, position, length=chunk.length, words=chunk.words)
+            )
         return True
 
     def after_write(self, chunk: AudioChunk, position: int) -> None:

@@ -284,6 +284,9 @@ class Player:
     def playback(self) -> Playback:
         return Playback(self._ledger.snapshot(), self._heard_position(), self.sample_rate)
 
+    def recording(self) -> Playback | None:
+        return None  # a device keeps nothing
+
     def describe(self) -> dict[str, Any]:
         sd = _sounddevice()
         return {

@@ -62,6 +62,9 @@ class WavSink:
     def playback(self) -> Playback:
         return Playback(self._ledger.snapshot(), self.writer.frames, self.sample_rate)
 
+    def recording(self) -> Playback | None:
+        return self.playback()  # spans start where their samples are in the file
+
     def pause(self) -> None:
         pass
 
@@ -108,6 +111,9 @@ class TeeSink:
 
     def playback(self) -> Playback:
         return self.device.playback()
+
+    def recording(self) -> Playback | None:
+        return self.file.recording()
 
     def pause(self) -> None:
         self.device.pause()

@@ -140,7 +140,8 @@ def measure(synth: Any, texts: list[str], *, seed: int = 0) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     audio: dict[str, list[np.ndarray]] = {name: [] for name in ("whole", "floor", *STRATEGIES)}
     for index, text in enumerate(texts):
-        for phonemes in synth.phonemes(text):
+        for chunk in synth.phonemes(text):
+            phonemes = chunk.phonemes
             torch.manual_seed(seed + index)
             utt = engine.prepare(phonemes, synth.voice, synth.speed)
             reference = engine.decode(utt, 0, utt.frames)

@@ -81,6 +81,12 @@ output_options = _group(
         type=click.Path(dir_okay=False, path_type=Path),
         help="Write the audio to this WAV file (instead of playing it).",
     ),
+    click.option(
+        "--captions",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Write captions of the --output audio, timed word by word, to this file "
+        "(.vtt: WebVTT, .srt: SubRip).",
+    ),
     click.option("--blocksize", type=int, help="Frames per audio callback (default 480 = 20 ms)."),
     click.option(
         "--play/--no-play", default=None, help="Play on the device too when --output is given."

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,14 @@ import torch
 
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.frames import SAMPLE_RATE, AudioChunk, Sentence, SynthCapabilities, check_speed
+from voicecli.frames import (
+    SAMPLE_RATE,
+    AudioChunk,
+    Sentence,
+    SynthCapabilities,
+    Word,
+    check_speed,
+)
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.kokoro_engine import (
     CONTEXT,
@@ -46,9 +55,37 @@ PREPARE_PHONEMES = 150
 # is this long: 100 ms after the speech has died away, 175 ms in all.
 CLAUSE_MARKS = frozenset(",;:—")
 CLAUSE_PAUSE_FRAMES = 8
+WORD_TEXT = re.compile(r"\w")
+ENGLISH = ("a", "b")  # the languages whose G2P (misaki's) gives word tokens
 # misaki's G2P (spaCy) is not known to be thread-safe; it is also not the model, so a
 # server's sessions phonemize while another session's audio is decoded.
 _G2P_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class PhonemeChunk:
+    """Phonemes prepared at once, and the words they say: each word's text and the range
+    of its phonemes in ``phonemes`` (none for languages whose G2P gives no words)."""
+
+    phonemes: str
+    words: tuple[tuple[str, int, int], ...] = ()
+
+    @classmethod
+    def split(
+        cls, phonemes: str, words: tuple[tuple[str, int, int], ...], limit: int = PREPARE_PHONEMES
+    ) -> list[PhonemeChunk]:
+        """``split_phonemes``, each piece with the words that begin in it."""
+        text = phonemes.strip()
+        shift = len(phonemes) - len(phonemes.lstrip())
+        chunks = []
+        for a, b, marked in _pieces(text, limit):
+            mine = tuple(
+                (word, s - shift - a, min(e - shift, b) - a)
+                for word, s, e in words
+                if a <= s - shift < b
+            )
+            chunks.append(cls(text[a:b] + ("," if marked else ""), mine))
+        return chunks
 
 
 class Speaker:
@@ -88,38 +125,41 @@ class Speaker:
         ``voice`` (a spec such as ``af_heart+am_adam``) and ``speed`` override the
         synthesizer's for this text only (a server's per-request voices).
         """
-        for audio in self.speak_steps(self.synth.phonemes(text), cancel, voice, speed):
-            if audio is not None:
-                yield audio
+        for step in self.speak_steps(self.synth.phonemes(text), cancel, voice, speed):
+            if isinstance(step, np.ndarray):
+                yield step
 
     def speak_steps(
         self,
-        chunks: list[str],
+        chunks: list[PhonemeChunk],
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Iterator[np.ndarray | None]:
+    ) -> Iterator[np.ndarray | tuple[Word, ...]]:
         """``speak`` for text already turned into phoneme chunks (``phonemes``), one
-        forward pass per item: a part's audio, or None once a chunk's text stages have
-        run (they make no audio). A server serves another listener between any two
-        items, so a pass is the longest anyone waits behind this listener."""
+        forward pass per item: a part's audio, or, once a chunk's text stages have run
+        (they make no audio), the chunk's words, timed in samples from the start of
+        ``chunks``' audio. A server serves another listener between any two items, so
+        a pass is the longest anyone waits behind this listener."""
         synth = self.synth
         pack = synth.voice if voice is None else synth.packs.get(VoiceSpec.parse(voice))
         speed = synth.speed if speed is None else check_speed(speed)
-        rest = sum(len(c) for c in chunks)  # phonemes not yet prepared
+        rest = sum(len(c.phonemes) for c in chunks)  # phonemes not yet prepared
         done = 0  # samples of the chunks already spoken
-        for phonemes in chunks:
+        for chunk in chunks:
             if cancel is not None and cancel.cancelled:
                 return
             began = time.perf_counter()
-            utt = synth.engine.prepare(phonemes, pack, speed)
+            utt = synth.engine.prepare(chunk.phonemes, pack, speed)
             synth.cost.observe_prepare(time.perf_counter() - began)
-            yield None
             pauses = utt.pauses() if synth.mode == "phrases" else []
             lead, start, end, tail = self._layout(utt, pauses)
-            rest -= len(phonemes)
+            rest -= len(chunk.phonemes)
             samples = (lead + end - start + tail) * FRAME_SAMPLES
-            self.expected_samples = done + samples + round(rest * samples / len(phonemes))
+            self.expected_samples = done + samples + round(rest * samples / len(chunk.phonemes))
+            yield _timed(
+                utt, chunk.words, done + (lead - start) * FRAME_SAMPLES, done, done + samples
+            )
             done += samples
             if lead:
                 yield self._silence(lead)
@@ -188,34 +228,91 @@ class Speaker:
         return np.zeros(frames * FRAME_SAMPLES, np.float32)
 
 
+def _timed(
+    utt: Utterance, words: tuple[tuple[str, int, int], ...], shift: int, lo: int, hi: int
+) -> tuple[Word, ...]:
+    """``words`` timed from ``utt``'s durations: the first generator frame of a word's
+    first phoneme to the first after its last, plus ``shift`` samples (where the
+    utterance's frame 0 lies), kept within [``lo``, ``hi``), the samples given out.
+
+    Unshifted: on the real weights a word after a pause became audible 12 to 24 ms
+    before its durations say, within two frames. (KPipeline's timestamps start 75 ms
+    earlier still, by 3 alignment frames.)"""
+    in_vocab = np.cumsum([0, *(p in utt.vocab for p in utt.phonemes)])  # tokens before char i
+    frame = 2 * np.concatenate([[0], np.cumsum(utt.durations)])  # where token k's frames start
+    timed = []
+    for text, a, b in words:
+        first, after = int(in_vocab[a]) + 1, int(in_vocab[b]) + 1  # <bos> is token 0
+        if after <= first or after >= len(frame):
+            continue  # no phoneme the model saw
+        start, end = (
+            min(hi, max(lo, shift + int(frame[k]) * FRAME_SAMPLES)) for k in (first, after)
+        )
+        timed.append(Word(text, start, end))
+    return tuple(timed)
+
+
 def split_phonemes(phonemes: str, limit: int = PREPARE_PHONEMES) -> list[str]:
     """``phonemes`` in pieces of at most ``limit``: after the last clause mark in the
     second half of the limit, else at the last word break, marked with a comma so that
     the model says it as a clause and the pause after it is a comma's."""
+    text = phonemes.strip()
+    return [text[a:b] + ("," if marked else "") for a, b, marked in _pieces(text, limit)]
+
+
+def _pieces(text: str, limit: int) -> list[tuple[int, int, bool]]:
+    """``split_phonemes`` as ranges of ``text``: (start, end, whether a comma is added)."""
     pieces = []
-    rest = phonemes.strip()
-    while len(rest) > limit:
-        window = rest[: limit + 1]
+    at = 0
+    while len(text) - at > limit:
+        window = text[at : at + limit + 1]
         cut = max(window.rfind(mark, 0, limit) for mark in CLAUSE_MARKS) + 1
-        if cut > limit // 2:
-            piece = rest[:cut]
-        else:
+        marked = cut <= limit // 2
+        if marked:
             cut = window.rfind(" ")
             if cut <= 0:
                 cut = limit - 1  # one giant word: no better place
-            piece = rest[:cut] + ","
-        pieces.append(piece.strip())
-        rest = rest[cut:].strip()
-    if rest:
-        pieces.append(rest)
+        pieces.append(_stripped(text, at, at + cut, marked))
+        at += cut
+        while at < len(text) and text[at].isspace():
+            at += 1
+    if at < len(text):
+        pieces.append(_stripped(text, at, len(text), False))
     return pieces
+
+
+def _stripped(text: str, start: int, end: int, marked: bool) -> tuple[int, int, bool]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end, marked
+
+
+def _word_ranges(phonemes: str, tokens: list[Any] | None) -> tuple[tuple[str, int, int], ...]:
+    """Each word of misaki's ``tokens`` with the range of its phonemes in ``phonemes``
+    (which KPipeline joined from them). Punctuation has phonemes too, but is no word.
+    None when there are no tokens (languages other than English) or they do not add up
+    to ``phonemes``: no timings rather than wrong ones."""
+    if not tokens:
+        return ()
+    joined = ""
+    words = []
+    for token in tokens:
+        sound = token.phonemes or ""
+        if sound and WORD_TEXT.search(token.text):
+            words.append((token.text, len(joined), len(joined) + len(sound)))
+        joined += sound + (" " if token.whitespace else "")
+    lead = len(joined) - len(joined.lstrip())
+    if joined.strip() != phonemes:
+        return ()
+    return tuple((text, a - lead, b - lead) for text, a, b in words)
 
 
 class KokoroSynthesizer:
     """Kokoro on this machine. Thread-safe; one forward pass at a time per process."""
 
     sample_rate = SAMPLE_RATE
-    capabilities = SynthCapabilities(streams_within_sentence=True)
 
     def __init__(
         self,
@@ -247,14 +344,25 @@ class KokoroSynthesizer:
         self.voice = self.packs.get(self.spec)
         self.engine = engine_for(load_kmodel(self.files))
         self.g2p = load_g2p(self.lang)
+        # misaki gives word tokens for English only: other languages' heard text and
+        # captions are estimated from characters.
+        self.capabilities = SynthCapabilities(
+            streams_within_sentence=True, word_timings=self.lang in ENGLISH
+        )
         # Shared by every Speaker: the machine's speed is the same for all listeners.
         self.cost = CostModel()
 
-    def phonemes(self, text: str) -> list[str]:
+    def phonemes(self, text: str) -> list[PhonemeChunk]:
         """The phoneme chunks for ``text``, each at most ``PREPARE_PHONEMES`` long."""
         with _G2P_LOCK:
-            results = [r.phonemes for r in self.g2p(text, split_pattern=None) if r.phonemes]
-        return [piece for phonemes in results for piece in split_phonemes(phonemes)]
+            results = [
+                (r.phonemes, _word_ranges(r.phonemes, r.tokens))
+                for r in self.g2p(text, split_pattern=None)
+                if r.phonemes
+            ]
+        return [
+            chunk for phonemes, words in results for chunk in PhonemeChunk.split(phonemes, words)
+        ]
 
     def speaker(self) -> Speaker:
         return Speaker(self)
@@ -292,15 +400,25 @@ class KokoroSynthesizer:
                 return
             timeline.mark(SYNTH_START, sentence.index)
             offset = 0
-            for samples in speaker.speak(sentence.text, cancel):
+            words: list[Word] = []  # timed, and not yet in a chunk
+            for step in speaker.speak_steps(self.phonemes(sentence.text), cancel):
+                if not isinstance(step, np.ndarray):
+                    words.extend(step)
+                    continue
                 if offset == 0:
                     timeline.mark(SYNTH_FIRST_CHUNK, sentence.index)
-                yield AudioChunk(sentence.index, samples, offset, length=speaker.expected_samples)
-                offset += len(samples)
+                end = offset + len(step)
+                mine = tuple(w for w in words if w.start < end)
+                words = words[len(mine) :]
+                yield AudioChunk(
+                    sentence.index, step, offset, length=speaker.expected_samples, words=mine
+                )
+                offset = end
             if cancel.cancelled:
                 return
             timeline.mark(SYNTH_END, sentence.index)
-            yield AudioChunk(sentence.index, np.zeros(0, np.float32), offset, last=True)
+            empty = np.zeros(0, np.float32)
+            yield AudioChunk(sentence.index, empty, offset, last=True, words=tuple(words))
 
     def close(self) -> None:
         """Nothing to release: the model is shared per process and freed at exit."""

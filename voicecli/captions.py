@@ -1,0 +1,140 @@
+"""Captions for the audio written to a file (``--captions FILE`` beside ``--output``):
+WebVTT or SubRip, chosen by the file's extension, timed to the samples in the file.
+
+Each displayed word takes its time from the synthesizer's word timings (``heard``); a
+sentence without them (a language whose G2P gives none) has its words spread over its
+audio by their characters. Cues follow the usual caption rules: one line of at most
+``MAX_LINE`` characters, never across two sentences, and cut after a clause mark when
+that keeps them from being tiny.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from voicecli.errors import VoiceCliError
+from voicecli.frames import Playback, Sentence, Span
+from voicecli.heard import ShownWord, shown_words
+
+FORMATS = {".vtt": "vtt", ".srt": "srt"}
+MAX_LINE = 42  # characters per caption line, the common broadcast guideline
+MAX_CUE_SECONDS = 6.0
+CLAUSE_ENDS = (",", ";", ":", "—")
+# Markdown a reply may carry around its words ("**2026**"), and words that are only a
+# list's or a heading's markers: a caption shows the words, not the markup.
+EMPHASIS = "*_`~"
+MARKERS = re.compile(r"[-+*#>|]+")
+
+
+def caption_format(path: Path) -> str:
+    """``vtt`` or ``srt`` for ``path``; a VoiceCliError naming both otherwise."""
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise VoiceCliError(f"Captions file {str(path)!r}: name it .vtt (WebVTT) or .srt (SubRip).")
+    return kind
+
+
+class Captions:
+    """The cues of every turn written to the audio file so far; the captions file is
+    rewritten whole after each turn, so that an interrupted session keeps its cues."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.format = caption_format(path)
+        self._cues: list[tuple[float, float, str]] = []
+
+    @property
+    def cues(self) -> list[tuple[float, float, str]]:
+        """(start, end, text), seconds from the file's start."""
+        return list(self._cues)
+
+    def add_turn(self, recording: Playback, sentences: Iterable[Sentence]) -> None:
+        by_index = {s.index: s for s in sentences}
+        for span in recording.spans:
+            sentence = by_index.get(span.sentence)
+            if sentence is None:
+                continue
+            written = recording.position if span.end is None else span.end
+            words = [
+                dataclasses.replace(w, text=w.text.strip(EMPHASIS))
+                for w in _timed(sentence, span)
+                if span.start + w.end <= written and not MARKERS.fullmatch(w.text)
+            ]
+            words = [w for w in words if w.text]
+            rate = recording.sample_rate
+            for cue in _cues(words, rate):
+                self._cues.append(
+                    (
+                        (span.start + cue[0].start) / rate,
+                        (span.start + cue[-1].end) / rate,
+                        " ".join(w.text for w in cue),
+                    )
+                )
+        self.save()
+
+    def save(self) -> None:
+        import webvtt
+        from webvtt.models import Timestamp
+
+        captions = [
+            webvtt.Caption(
+                str(Timestamp.from_seconds(start)),
+                str(Timestamp.from_seconds(max(end, start + 0.001))),
+                # WebVTT cue text is markup: "<" and "&" must be escaped. SubRip has none.
+                html.escape(text, quote=False) if self.format == "vtt" else text,
+            )
+            for start, end, text in self._cues
+        ]
+        try:
+            with open(self.path, "w", encoding="utf-8") as f:
+                webvtt.WebVTT(captions=captions).write(f, format=self.format)
+                f.write("\n")
+        except OSError as exc:
+            raise VoiceCliError(f"Cannot write the captions to {self.path}: {exc}.") from None
+
+
+def _timed(sentence: Sentence, span: Span) -> tuple[ShownWord, ...]:
+    length = None if span.end is None else span.end - span.start
+    if span.words:
+        return shown_words(sentence, span.words, length)
+    return _estimated(sentence, length if length is not None else span.length)
+
+
+def _estimated(sentence: Sentence, length: int | None) -> tuple[ShownWord, ...]:
+    """The displayed words spread over ``length`` samples by their characters (as
+    ``heard.leading_words`` estimates): for synthesizers that time no words."""
+    words = list(re.finditer(r"\S+", sentence.display))
+    if not words or not length:
+        return ()
+    total = sum(len(m.group()) + 1 for m in words)
+    result, at = [], 0
+    for m in words:
+        share = (len(m.group()) + 1) * length // total
+        result.append(ShownWord(m.group(), (m.start(), m.end()), at, at + share))
+        at += share
+    return tuple(result)
+
+
+def _cues(words: list[ShownWord], rate: int) -> list[list[ShownWord]]:
+    """``words`` (of one sentence) as lines of at most ``MAX_LINE`` characters and
+    ``MAX_CUE_SECONDS``, cut after a clause mark once a line is half full."""
+    cues: list[list[ShownWord]] = []
+    line: list[ShownWord] = []
+    for word in words:
+        width = sum(len(w.text) + 1 for w in line) + len(word.text)
+        long = line and (word.end - line[0].start) / rate > MAX_CUE_SECONDS
+        if line and (width > MAX_LINE or long):
+            cues.append(line)
+            line = []
+        line.append(word)
+        chars = sum(len(w.text) + 1 for w in line)
+        if word.text.endswith(CLAUSE_ENDS) and chars >= MAX_LINE // 2:
+            cues.append(line)
+            line = []
+    if line:
+        cues.append(line)
+    return cues

@@ -6,7 +6,9 @@ subprocess where stdin must be a pipe.
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -430,7 +432,15 @@ def test_captions_as_subrip_escape_nothing_and_need_an_audio_file(tiny_model_dir
             "Tom & Jerry <3 cheese.",
         ]  # fmt: skip
     )
-    assert "Tom &amp; Jerry &lt;3 cheese." in vtt.read_text()  # WebVTT cue text is markup
+    # WebVTT cue text is markup: escaped, and each word after the first has its start.
+    assert "<3" not in vtt.read_text() and "&amp;" in vtt.read_text()
+    (cue,) = webvtt.read(str(vtt)).captions
+    assert html.unescape(cue.text) == "Tom & Jerry <3 cheese."
+    assert (
+        re.findall(r"<(\d\d:\d\d:\d\d\.\d{3})>", cue.raw_text)
+        == sorted(re.findall(r"<(\d\d:\d\d:\d\d\.\d{3})>", cue.raw_text))
+        and cue.raw_text.count("<0") == 4
+    )
     for bad, message in [
         (["--captions", str(tmp_path / "c.vtt")], "--captions needs --output"),
         (["-o", str(tmp_path / "c.wav"), "--captions", str(tmp_path / "c.txt")], ".vtt"),

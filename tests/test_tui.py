@@ -7,6 +7,7 @@ sleeps only let time pass while a state must hold.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 
@@ -226,3 +227,94 @@ def test_a_stalled_device_stops_with_a_clear_error(capture_device, monkeypatch):
         assert time.monotonic() - started < 10
     finally:
         player.close()
+
+
+# Its numbers are spoken far longer than they are written: an estimate from the
+# characters would place a cut words away from where it fell.
+MOON = (
+    "Sure. The moon is 384,400 km away, and it drifts 3.8 cm further from us every "
+    "year, slowly and quietly. Its surface is covered in fine grey dust."
+)
+
+
+def vtt_words(path) -> list[tuple[float, str]]:
+    """Every word of a WebVTT file voicecli wrote, with its start in seconds."""
+    import webvtt
+    from webvtt.models import Timestamp
+
+    def seconds(stamp: str) -> float:
+        return Timestamp.from_string(stamp).in_milliseconds() / 1000
+
+    words = []
+    for cue in webvtt.read(str(path)).captions:
+        at = seconds(cue.start)
+        for piece in re.split(r"(<[\d:.]+>)", cue.raw_text):
+            if piece.startswith("<"):
+                at = seconds(piece[1:-1])
+                continue
+            words.extend((at, w) for w in piece.split())
+    return words
+
+
+def locate(haystack: np.ndarray, needle: np.ndarray) -> int:
+    """Where ``needle``'s very samples are in ``haystack`` (least squared difference)."""
+    needle = needle.astype(np.float64)
+    n = len(haystack) + len(needle)
+    spots = len(haystack) - len(needle) + 1
+    dot = np.fft.irfft(np.fft.rfft(haystack, n) * np.conj(np.fft.rfft(needle, n)), n)[:spots]
+    power = np.concatenate([[0.0], np.cumsum(haystack.astype(np.float64) ** 2)])
+    at = int(np.argmin(power[len(needle) :] - power[:spots] - 2 * dot + np.sum(needle**2)))
+    assert np.abs(haystack[at : at + len(needle)] - needle).max() < 1e-3  # the very samples
+    return at
+
+
+def played_until(captured: np.ndarray, recorded: np.ndarray) -> int:
+    """Where in ``recorded`` (the --output file, up to the next turn) the device's audio
+    of a turn stopped: the last 0.1 s of sound the device took before the silence that
+    ends ``captured`` (up to the next turn's first word), found in the file. An underrun
+    on the way shifts what follows it in the device's audio: only the end can say."""
+    loud = np.flatnonzero(np.abs(captured) > 1e-3)
+    gaps = np.flatnonzero(np.diff(loud) > 0.25 * 24_000)  # the pause between the turns
+    end = loud[gaps[-1]] if gaps.size else loud[-1]
+    tail = captured[end - 2400 : end + 1]
+    return locate(recorded, tail) + len(tail)
+
+
+@pytest.mark.slow
+def test_an_interrupt_keeps_exactly_the_words_that_reached_the_device(
+    real_model_dir, fresh_capture, home, tmp_path
+):
+    from tests.wavfile import read_wav
+
+    wav, vtt = tmp_path / "turns.wav", tmp_path / "turns.vtt"
+    args = tui.chat_args(real_model_dir, fresh_capture[0], "http://127.0.0.1:1")
+    args[args.index("af_tiny")] = "jf_alpha"
+    with serve(MOON) as llm:
+        args[args.index("--base-url") + 1] = llm.base_url
+        more = ["--lang", "a", "--output", str(wav), "--play", "--captions", str(vtt)]
+        child = tui.spawn([*args, *more], home)
+        tui.wait_prompt(child, tui.START_TIMEOUT)
+        child.sendline("tell me about the moon")
+        tui.wait_spoken(child, 3)  # inside the long second sentence
+        child.send("x")
+        tui.wait_state(child, "interrupted")
+        tui.wait_prompt(child)
+        llm.script = Script.from_text("Fine.", tokens_per_second=40)
+        child.sendline("go on")
+        tui.wait_prompt(child)
+        child.sendline("/quit")
+        assert tui.finish(child) == 0
+    memory = assistant_turns(llm, 1)[0]
+    assert memory.endswith(CUT_OFF)
+    heard = memory[: -len(CUT_OFF)].split()
+    recorded, rate = read_wav(wav)
+    captured = np.fromfile(fresh_capture[1], np.float32)
+    cut = played_until(captured, recorded) / rate
+    words = vtt_words(vtt)
+    assert [w for _, w in words[: len(heard)]] == heard  # the reply's words, in order
+    # Every word that had ended (the next had begun) before the device stopped was kept,
+    # and none that began after it. Between the two: the word being said, and the
+    # device's own latency (the capture is taken before the sound card's buffer).
+    ended = sum(1 for (_, _), (start, _) in itertools.pairwise(words) if start <= cut - 0.15)
+    begun = sum(1 for start, _ in words if start < cut + 0.1)
+    assert 3 < ended <= len(heard) <= begun < len(MOON.split()), (cut, heard, words)

@@ -45,12 +45,8 @@ class Captions:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.format = caption_format(path)
-        self._cues: list[tuple[float, float, str]] = []
-
-    @property
-    def cues(self) -> list[tuple[float, float, str]]:
-        """(start, end, text), seconds from the file's start."""
-        return list(self._cues)
+        # Each cue's words with their start, in seconds from the file's start, and its end.
+        self._cues: list[tuple[list[tuple[float, str]], float]] = []
 
     def add_turn(self, recording: Playback, sentences: Iterable[Sentence]) -> None:
         by_index = {s.index: s for s in sentences}
@@ -67,28 +63,34 @@ class Captions:
             words = [w for w in words if w.text]
             rate = recording.sample_rate
             for cue in _cues(words, rate):
-                self._cues.append(
-                    (
-                        (span.start + cue[0].start) / rate,
-                        (span.start + cue[-1].end) / rate,
-                        " ".join(w.text for w in cue),
-                    )
-                )
+                timed = [((span.start + w.start) / rate, w.text) for w in cue]
+                self._cues.append((timed, (span.start + cue[-1].end) / rate))
         self.save()
 
     def save(self) -> None:
         import webvtt
         from webvtt.models import Timestamp
 
-        captions = [
-            webvtt.Caption(
-                str(Timestamp.from_seconds(start)),
-                str(Timestamp.from_seconds(max(end, start + 0.001))),
-                # WebVTT cue text is markup: "<" and "&" must be escaped. SubRip has none.
-                html.escape(text, quote=False) if self.format == "vtt" else text,
+        captions = []
+        for words, end in self._cues:
+            start = words[0][0]
+            if self.format == "vtt":
+                # WebVTT cue text is markup: "<" and "&" escaped, and each word after the
+                # first marked with its start (a cue timestamp, which players use to
+                # light up the word being said). SubRip has neither.
+                text = html.escape(words[0][1], quote=False) + "".join(
+                    f" <{Timestamp.from_seconds(at)}>{html.escape(word, quote=False)}"
+                    for at, word in words[1:]
+                )
+            else:
+                text = " ".join(word for _, word in words)
+            captions.append(
+                webvtt.Caption(
+                    str(Timestamp.from_seconds(start)),
+                    str(Timestamp.from_seconds(max(end, start + 0.001))),
+                    text,
+                )
             )
-            for start, end, text in self._cues
-        ]
         try:
             with open(self.path, "w", encoding="utf-8") as f:
                 webvtt.WebVTT(captions=captions).write(f, format=self.format)

@@ -130,7 +130,7 @@ class LiveReply(TurnView):
         self._progress = progress
         self._live = Live(
             console=self.console,
-            get_renderable=self._render,
+            get_renderable=self.render,
             refresh_per_second=8,
             transient=True,
             redirect_stdout=False,
@@ -152,7 +152,8 @@ class LiveReply(TurnView):
             self._leads[index] = len(sentences[index]) - len(sentences[index].lstrip())
             self._cursor = at + len(shown)
 
-    def _render(self) -> RenderableType:
+    def render(self) -> RenderableType:
+        """What the live region shows now."""
         with self._lock:
             text = self._text
         p = self._progress() if self._progress is not None else Progress("thinking")
@@ -209,7 +210,7 @@ class SpeakingStatus(TurnView):
         self._progress = progress
         self._live = Live(
             console=self.console,
-            get_renderable=self._render,
+            get_renderable=self.render,
             refresh_per_second=4,
             transient=True,
             redirect_stdout=False,
@@ -217,7 +218,8 @@ class SpeakingStatus(TurnView):
         )
         self._live.start()
 
-    def _render(self) -> RenderableType:
+    def render(self) -> RenderableType:
+        """What the live region shows now."""
         p = self._progress() if self._progress is not None else Progress("thinking")
         line = status_line(p)
         if p.playing is not None:

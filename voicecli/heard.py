@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import functools
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -81,12 +82,18 @@ def heard_text(playback: Playback, sentences: Iterable[Sentence]) -> str:
         if span.end is not None and span.end <= limit:
             heard.append(sentence.display)
         elif span.words:
-            shown = shown_words(sentence, span.words, _length(span))
-            heard.append(" ".join(w.text for w in shown if w.end <= limit - span.start))
+            heard.append(_played_words(sentence, span, limit - span.start))
         elif end is not None and end > span.start:
             fraction = min(1.0, (limit - span.start) / (end - span.start))
             heard.append(leading_words(sentence.display, fraction))
     return " ".join(h for h in heard if h)
+
+
+def _played_words(sentence: Sentence, span: Span, position: int) -> str:
+    """The displayed words of ``sentence`` said by ``position`` (samples into it): up to
+    the first that was not, so that the history never has a hole."""
+    shown = shown_words(sentence, span.words, _length(span))
+    return " ".join(w.text for w in itertools.takewhile(lambda w: w.end <= position, shown))
 
 
 def _length(span: Span) -> int | None:

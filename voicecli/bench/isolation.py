@@ -23,6 +23,7 @@ memory is read before and after a separate flood of random requests.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import sys
 import threading
@@ -52,6 +53,10 @@ LONG_TEXT_CHARS = 2000  # under the server's limit, and with no sentence break
 VOICES = ("jf_alpha", "af_heart", "../voices/x", "a" * 80, "jf_alpha:1e300", "", "x+y+z")
 
 
+_CLIENT_LOG = logging.getLogger("voicecli.bench.clients")
+_CLIENT_LOG.setLevel(logging.CRITICAL)
+
+
 def _connect(url: str) -> Any:
     from websockets.sync.client import connect
 
@@ -59,8 +64,10 @@ def _connect(url: str) -> Any:
     # when the server stops answering; the non-reading client pings by hand instead.
     # A short close: a server busy sending to a client that does not read would not
     # answer the closing handshake, and the round would wait out websockets' 10 s.
+    # Its own logger, quiet: a hostile client's connection is expected to end badly,
+    # and websockets would print the traceback of each.
     return connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4,
-                   ping_interval=None, close_timeout=1.0)  # fmt: skip
+                   ping_interval=None, close_timeout=1.0, logger=_CLIENT_LOG)  # fmt: skip
 
 
 def random_message(rng: random.Random, voice: str) -> str | bytes:
@@ -68,7 +75,8 @@ def random_message(rng: random.Random, voice: str) -> str | bytes:
     choice = rng.randrange(8)
     rid = f"r{rng.randrange(10**6)}"
     if choice == 0:
-        return p.encode_json(p.control(p.SPEAK, request_id=rid, text="Hi."))
+        words = rng.choice((None, 1, 2, 0, "1", [1]))  # word timings, asked for or not
+        return p.encode_json(p.control(p.SPEAK, request_id=rid, text="Hi.", words=words))
     if choice == 1:
         return p.encode_json(p.control(p.CANCEL, request_id=rid))
     if choice == 2:

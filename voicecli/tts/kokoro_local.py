@@ -292,8 +292,8 @@ def _stripped(text: str, start: int, end: int, marked: bool) -> tuple[int, int, 
 def _word_ranges(phonemes: str, tokens: list[Any] | None) -> tuple[tuple[str, int, int], ...]:
     """Each word of misaki's ``tokens`` with the range of its phonemes in ``phonemes``
     (which KPipeline joined from them). Punctuation has phonemes too, but is no word.
-    None when there are no tokens (languages other than English) or they do not add up
-    to ``phonemes``: no timings rather than wrong ones."""
+    None at all when there are no tokens (languages other than English) or they do not
+    add up to ``phonemes``: no timings rather than wrong ones."""
     if not tokens:
         return ()
     joined = ""

@@ -1,11 +1,10 @@
 """Captions for the audio written to a file (``--captions FILE`` beside ``--output``):
 WebVTT or SubRip, chosen by the file's extension, timed to the samples in the file.
 
-Each displayed word takes its time from the synthesizer's word timings (``heard``); a
-sentence without them (a language whose G2P gives none) has its words spread over its
-audio by their characters. Cues follow the usual caption rules: one line of at most
-``MAX_LINE`` characters, never across two sentences, and cut after a clause mark when
-that keeps them from being tiny.
+Each displayed word takes its time from the synthesizer's word timings, or without them
+(a language whose G2P gives none) from its characters, as ``heard`` reads them. Cues
+follow the usual caption rules: one line of at most ``MAX_LINE`` characters, never
+across two sentences, and cut after a clause mark when that keeps them from being tiny.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from voicecli.errors import VoiceCliError
-from voicecli.frames import Playback, Sentence, Span
-from voicecli.heard import ShownWord, shown_words
+from voicecli.frames import Playback, Sentence
+from voicecli.heard import ShownWord, timed_words
 
 FORMATS = {".vtt": "vtt", ".srt": "srt"}
 MAX_LINE = 42  # characters per caption line, the common broadcast guideline
@@ -57,7 +56,7 @@ class Captions:
             written = recording.position if span.end is None else span.end
             words = [
                 dataclasses.replace(w, text=w.text.strip(EMPHASIS))
-                for w in _timed(sentence, span)
+                for w in timed_words(sentence, span)
                 if span.start + w.end <= written and not MARKERS.fullmatch(w.text)
             ]
             words = [w for w in words if w.text]
@@ -97,28 +96,6 @@ class Captions:
                 f.write("\n")
         except OSError as exc:
             raise VoiceCliError(f"Cannot write the captions to {self.path}: {exc}.") from None
-
-
-def _timed(sentence: Sentence, span: Span) -> tuple[ShownWord, ...]:
-    length = None if span.end is None else span.end - span.start
-    if span.words:
-        return shown_words(sentence, span.words, length)
-    return _estimated(sentence, length if length is not None else span.length)
-
-
-def _estimated(sentence: Sentence, length: int | None) -> tuple[ShownWord, ...]:
-    """The displayed words spread over ``length`` samples by their characters (as
-    ``heard.leading_words`` estimates): for synthesizers that time no words."""
-    words = list(re.finditer(r"\S+", sentence.display))
-    if not words or not length:
-        return ()
-    total = sum(len(m.group()) + 1 for m in words)
-    result, at = [], 0
-    for m in words:
-        share = (len(m.group()) + 1) * length // total
-        result.append(ShownWord(m.group(), (m.start(), m.end()), at, at + share))
-        at += share
-    return tuple(result)
 
 
 def _cues(words: list[ShownWord], rate: int) -> list[list[ShownWord]]:

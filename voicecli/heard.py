@@ -56,7 +56,7 @@ def now_playing(playback: Playback, sentences: Iterable[Sentence] = ()) -> NowPl
         return NowPlaying(None, None, seconds)
     word = None
     sentence = next((s for s in sentences if s.index == playing.sentence), None)
-    if sentence is not None and playing.words:
+    if sentence is not None and playing.words:  # an estimate would light the wrong word
         shown = shown_words(sentence, playing.words, _length(playing))
         at = playback.position - playing.start
         begun = [w for w in shown if w.start <= at and w.end > w.start]
@@ -76,24 +76,31 @@ def heard_text(playback: Playback, sentences: Iterable[Sentence]) -> str:
             if span.skipped_at is None
             else min(playback.position, span.skipped_at)
         )
-        end = span.expected_end()
         if sentence is None or span.start >= limit:
             continue
         if span.end is not None and span.end <= limit:
             heard.append(sentence.display)
-        elif span.words:
-            heard.append(_played_words(sentence, span, limit - span.start))
-        elif end is not None and end > span.start:
-            fraction = min(1.0, (limit - span.start) / (end - span.start))
-            heard.append(leading_words(sentence.display, fraction))
+        else:
+            heard.append(_said_by(timed_words(sentence, span), limit - span.start))
     return " ".join(h for h in heard if h)
 
 
-def _played_words(sentence: Sentence, span: Span, position: int) -> str:
-    """The displayed words of ``sentence`` said by ``position`` (samples into it): up to
-    the first that was not, so that the history never has a hole."""
-    shown = shown_words(sentence, span.words, _length(span))
-    return " ".join(w.text for w in itertools.takewhile(lambda w: w.end <= position, shown))
+def _said_by(words: tuple[ShownWord, ...], position: int) -> str:
+    """The ``words`` said by ``position`` (samples into their sentence): up to the first
+    that was not, so that the history never has a hole."""
+    return " ".join(w.text for w in itertools.takewhile(lambda w: w.end <= position, words))
+
+
+def timed_words(sentence: Sentence, span: Span) -> tuple[ShownWord, ...]:
+    """The displayed words of ``sentence``, which lies on ``span``, and when each is said:
+    from the synthesizer's word timings, or without them estimated from its characters
+    over its (expected) samples; none while neither is known."""
+    if span.words:
+        return shown_words(sentence, span.words, _length(span))
+    end = span.expected_end()
+    if end is None or end <= span.start:
+        return ()
+    return _estimated(sentence.display, end - span.start)
 
 
 def _length(span: Span) -> int | None:
@@ -175,18 +182,21 @@ def _alignment(spoken: str, display: str) -> Callable[[int, int], tuple[int, int
     return to_display
 
 
-def leading_words(text: str, fraction: float) -> str:
-    """The whole words within the first ``fraction`` of ``text``'s speaking time.
+def _estimated(display: str, length: int) -> tuple[ShownWord, ...]:
+    """The words of ``display`` spread over ``length`` samples.
 
     Speaking time is taken as proportional to characters, not words: a long word takes
-    longer to say than a short one. A word cut in the middle was not heard.
+    longer to say than a short one. Each word ends where the characters up to it (a
+    space each included) have been said, rounded up: a word cut in the middle was not
+    heard.
     """
-    words = text.split()
-    budget = fraction * sum(len(w) + 1 for w in words)
-    kept: list[str] = []
-    for word in words:
-        budget -= len(word) + 1
-        if budget < 0:
-            break
-        kept.append(word)
-    return " ".join(kept)
+    words = list(_SHOWN_WORD.finditer(display))
+    total = sum(len(m.group()) + 1 for m in words)
+    estimated = []
+    said = start = 0
+    for m in words:
+        said += len(m.group()) + 1
+        end = -(-said * length // total)
+        estimated.append(ShownWord(m.group(), (m.start(), m.end()), start, end))
+        start = end
+    return tuple(estimated)

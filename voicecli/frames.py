@@ -50,6 +50,13 @@ class Word:
     end: int  # one past its last sample
 
 
+def split_words(words: list[Word], end: int) -> tuple[tuple[Word, ...], list[Word]]:
+    """``words`` (in order) cut at sample ``end``: those whose audio starts before it, for
+    the chunk that ends there, and the rest, for later chunks."""
+    cut = next((i for i, w in enumerate(words) if w.start >= end), len(words))
+    return tuple(words[:cut]), words[cut:]
+
+
 @dataclass(frozen=True)
 class AudioChunk:
     """Samples of one sentence. A sentence may arrive in several chunks; ``offset`` says

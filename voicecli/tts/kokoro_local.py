@@ -27,6 +27,7 @@ from voicecli.frames import (
     SynthCapabilities,
     Word,
     check_speed,
+    split_words,
 )
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.kokoro_engine import (
@@ -408,8 +409,7 @@ class KokoroSynthesizer:
                 if offset == 0:
                     timeline.mark(SYNTH_FIRST_CHUNK, sentence.index)
                 end = offset + len(step)
-                mine = tuple(w for w in words if w.start < end)
-                words = words[len(mine) :]
+                mine, words = split_words(words, end)
                 yield AudioChunk(
                     sentence.index, step, offset, length=speaker.expected_samples, words=mine
                 )

@@ -15,7 +15,14 @@ import numpy as np
 from voicecli import protocol as p
 from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.frames import AudioChunk, Sentence, SynthCapabilities, Word, check_speed
+from voicecli.frames import (
+    AudioChunk,
+    Sentence,
+    SynthCapabilities,
+    Word,
+    check_speed,
+    split_words,
+)
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.voices import VoiceSpec
 
@@ -125,9 +132,7 @@ class TurnState:
             samples = message.samples()
             offset = self._offsets.get(index, 0)
             self._offsets[index] = end = offset + len(samples)
-            pending = self._words.get(index, [])
-            mine = tuple(w for w in pending if w.start < end)
-            self._words[index] = pending[len(mine) :]
+            mine, self._words[index] = split_words(self._words.get(index, []), end)
             return AudioChunk(index, samples, offset, words=mine)
         kind = message.get("type")
         if kind == p.WORDS:

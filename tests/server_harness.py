@@ -7,14 +7,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from websockets.sync.client import ClientConnection, connect
 
 from voicecli import protocol as p
+from voicecli.config import Settings
 from voicecli.server.engine import SpeechModel
 from voicecli.server.requests import Limits
-from voicecli.server.run import bind, make_server
+from voicecli.server.run import bind, kokoro_factory, make_server
 
 
 class StandInModel:
@@ -79,6 +82,18 @@ class RunningServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+@contextmanager
+def kokoro_server(model_dir: Path, voice: str, lang: str) -> Iterator[RunningServer]:
+    """A real server of a Kokoro model directory (the tiny one, in tests), loaded."""
+    settings = Settings(voice=voice, lang=lang, model_dir=model_dir)
+    running = RunningServer(kokoro_factory(settings)).start()
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
 
 
 WS = "/invocations-bidirectional-stream"

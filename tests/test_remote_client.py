@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.server_harness import RunningServer
+from tests.server_harness import RunningServer, kokoro_server
 from voicecli.cancel import CancelToken
-from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.frames import Sentence
 from voicecli.server.requests import Limits
-from voicecli.server.run import bind, kokoro_factory
+from voicecli.server.run import bind
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.remote import WebSocketSynthesizer, websocket_url
 
@@ -25,12 +24,8 @@ WAIT = 120  # seconds; generous for busy cores, never a speed assertion
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path) -> Iterator[RunningServer]:
-    running = RunningServer(
-        kokoro_factory(Settings(voice="ef_tiny", lang="e", model_dir=tiny_model_dir))
-    ).start()
-    running.wait_ready()
-    yield running
-    running.stop()
+    with kokoro_server(tiny_model_dir, "ef_tiny", "e") as running:
+        yield running
 
 
 def test_audio_of_the_first_sentence_arrives_before_the_last_is_sent(server: RunningServer) -> None:

@@ -24,6 +24,7 @@ from tests.server_harness import (
     RunningServer,
     StandInModel,
     collect,
+    kokoro_server,
     ping_status,
     recv,
     recv_control,
@@ -31,18 +32,14 @@ from tests.server_harness import (
     ws_connect,
 )
 from voicecli import protocol as p
-from voicecli.config import Settings
 from voicecli.server.requests import Limits
-from voicecli.server.run import HeadTimeoutH11, kokoro_factory
+from voicecli.server.run import HeadTimeoutH11
 
 
 @pytest.fixture(scope="module")
 def tiny_server(tiny_model_dir: Path) -> Iterator[RunningServer]:
-    load = kokoro_factory(Settings(voice="ef_tiny", lang="e", model_dir=tiny_model_dir))
-    running = RunningServer(load).start()
-    running.wait_ready()
-    yield running
-    running.stop()
+    with kokoro_server(tiny_model_dir, "ef_tiny", "e") as running:
+        yield running
 
 
 class PacedModel(StandInModel):

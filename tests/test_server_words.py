@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.server_harness import RunningServer, recv, speak, ws_connect
+from tests.server_harness import RunningServer, kokoro_server, recv, speak, ws_connect
 from voicecli import protocol as p
 from voicecli.cancel import CancelToken
-from voicecli.config import Settings
 from voicecli.frames import Sentence
-from voicecli.server.run import kokoro_factory
 from voicecli.timeline import Timeline
 from voicecli.tts.remote import WebSocketSynthesizer
 
@@ -24,11 +22,8 @@ TEXT = "Hello there, this is the first one."
 
 @pytest.fixture(scope="module")
 def english(tiny_model_dir: Path) -> Iterator[RunningServer]:
-    factory = kokoro_factory(Settings(voice="af_tiny", lang="a", model_dir=tiny_model_dir))
-    running = RunningServer(factory).start()
-    running.wait_ready()
-    yield running
-    running.stop()
+    with kokoro_server(tiny_model_dir, "af_tiny", "a") as running:
+        yield running
 
 
 def replies(ws, request_id: str) -> list:

@@ -36,6 +36,16 @@ def serve(text: str) -> ScriptedLLM:
     return ScriptedLLM(Script.from_text(text, tokens_per_second=40))
 
 
+def ask_again_and_quit(child, llm: ScriptedLLM, reply: str, question: str) -> None:
+    """One more turn, answered ``reply``, then /quit: the request of that turn carries
+    the history the first turn left."""
+    llm.script = Script.from_text(reply, tokens_per_second=40)
+    child.sendline(question)
+    tui.wait_prompt(child)
+    child.sendline("/quit")
+    assert tui.finish(child) == 0
+
+
 def assistant_turns(llm: ScriptedLLM, request: int) -> list[str]:
     return [m["content"] for m in llm.requests[request].messages if m["role"] == "assistant"]
 
@@ -50,11 +60,7 @@ def test_interrupt_remembers_only_what_was_heard(tiny_model_dir, capture_device,
         tui.wait_state(child, "interrupted")
         child.expect_exact("[interrupted]")
         tui.wait_prompt(child)
-        llm.script = Script.from_text(SHORT, tokens_per_second=40)
-        child.sendline("and now?")
-        tui.wait_prompt(child)  # the second reply was spoken in full
-        child.sendline("/quit")
-        assert tui.finish(child) == 0
+        ask_again_and_quit(child, llm, SHORT, "and now?")  # the second reply was spoken in full
     messages = llm.requests[1].messages
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[1]["content"] == "tell me something long"
@@ -133,11 +139,7 @@ def test_pause_loses_no_audio(tiny_model_dir, capture_device, home):
         child.send(" ")
         tui.wait_state(child, "speaking")
         tui.wait_prompt(child)
-        llm.script = Script.from_text("Yes.", tokens_per_second=40)
-        child.sendline("more")
-        tui.wait_prompt(child)
-        child.sendline("/quit")
-        assert tui.finish(child) == 0
+        ask_again_and_quit(child, llm, "Yes.", "more")
     assert assistant_turns(llm, 1) == [SHORT + " " + LONG_SENTENCE]  # heard to the end
 
 
@@ -299,11 +301,7 @@ def test_an_interrupt_keeps_exactly_the_words_that_reached_the_device(
         child.send("x")
         tui.wait_state(child, "interrupted")
         tui.wait_prompt(child)
-        llm.script = Script.from_text("Fine.", tokens_per_second=40)
-        child.sendline("go on")
-        tui.wait_prompt(child)
-        child.sendline("/quit")
-        assert tui.finish(child) == 0
+        ask_again_and_quit(child, llm, "Fine.", "go on")
     memory = assistant_turns(llm, 1)[0]
     assert memory.endswith(CUT_OFF)
     heard = memory[: -len(CUT_OFF)].split()

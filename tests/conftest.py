@@ -13,7 +13,11 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Kokoro model dir (config.json, kokoro-v1_0.pth, voices/)."""
-    return tinymodel.build(tmp_path_factory.mktemp("tiny-kokoro"))
+    from voicecli.tts import torch_thread
+
+    # Built on torch's thread: torch work on the main thread would give it an OpenMP team
+    # for the rest of the session, and every later synthesis would share the cores with it.
+    return torch_thread.run(tinymodel.build, tmp_path_factory.mktemp("tiny-kokoro"))
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import pytest
 from voicecli.cancel import CancelToken
 from voicecli.frames import Sentence
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, Timeline
+from voicecli.tts import torch_thread
 from voicecli.tts.kokoro_engine import FRAME_SAMPLES, Utterance
 from voicecli.tts.kokoro_local import (
     CLAUSE_PAUSE_FRAMES,
@@ -200,15 +201,15 @@ def test_a_bad_mode_is_a_clear_error(tiny_model_dir):
         KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="windows")
 
 
-def test_synth_threads_set_torch_threads_for_the_process(tiny_model_dir):
+def test_synth_threads_set_the_threads_of_torchs_thread(tiny_model_dir):
     import torch
 
-    before = torch.get_num_threads()
+    before = torch_thread.run(torch.get_num_threads)
     try:
         synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, threads=1)
-        assert torch.get_num_threads() == 1 and synth.describe()["threads"] == 1
+        assert torch_thread.run(torch.get_num_threads) == 1 and synth.describe()["threads"] == 1
     finally:
-        torch.set_num_threads(before)
+        torch_thread.run(torch.set_num_threads, before)
 
 
 def words_of(chunks, sentence: int) -> list:

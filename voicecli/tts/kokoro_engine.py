@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from voicecli.errors import VoiceCliError
+from voicecli.tts import torch_thread
 
 KOKORO_VERSION = "0.9.4"  # the kokoro whose module layout this code follows
 FRAME_SAMPLES = 300  # samples per generator input frame: 12.5 ms (an alignment frame is two)
@@ -238,15 +238,15 @@ def check_model(kmodel: Any) -> None:
 
 
 class KokoroEngine:
-    """One KModel in stages. Each ``prepare`` and ``decode`` holds ``lock``: on a CPU two
-    forward passes at once only slow each other down, and the norms' ``Statistics`` belong
-    to one decode. Callers interleave utterances between calls."""
+    """One KModel in stages. ``prepare`` and ``decode`` run on torch's thread
+    (``torch_thread``), one at a time: on a CPU two forward passes at once only slow each
+    other down, and the norms' ``Statistics`` belong to one decode. Callers interleave
+    utterances between calls."""
 
     def __init__(self, kmodel: Any) -> None:
         check_model(kmodel)
         self.model = kmodel
         self.vocab: dict[str, int] = kmodel.vocab
-        self.lock = threading.Lock()
         self._active: tuple[Statistics, tuple[float, float]] | None = None
         # Weight norm recomputes every weight on every call; folding it in once gives
         # identical output for less work per call.
@@ -269,9 +269,12 @@ class KokoroEngine:
 
     def prepare(self, phonemes: str, pack: Any, speed: float) -> Utterance:
         """The text stages and the decoder's front for ``phonemes`` (at most 510)."""
+        return torch_thread.run(self._prepare, phonemes, pack, speed)
+
+    def _prepare(self, phonemes: str, pack: Any, speed: float) -> Utterance:
         m = self.model
         ids = [self.vocab[p] for p in phonemes if p in self.vocab]
-        with self.lock, torch.no_grad():
+        with torch.no_grad():
             input_ids = torch.LongTensor([[0, *ids, 0]])
             ref_s = pack[len(phonemes) - 1]
             length = input_ids.shape[-1]
@@ -336,18 +339,22 @@ class KokoroEngine:
         """Samples of generator frames [start, end) of ``utt``, and ``extra`` samples after
         them (from the right context) if the utterance goes on. Without ``stats`` the
         norms see the part and its context alone."""
+        return torch_thread.run(self._decode, utt, start, end, stats, extra)
+
+    def _decode(
+        self, utt: Utterance, start: int, end: int, stats: Statistics | None, extra: int
+    ) -> np.ndarray:
         lo, hi = max(0, start - CONTEXT), min(utt.frames, end + CONTEXT)
         width = hi - lo
         core = ((start - lo) / width, (end - lo) / width)
         x = utt.x[:, :, lo:hi]
         source = utt.source[:, :, SOURCE_COLUMNS * lo : SOURCE_COLUMNS * hi + 1]
-        with self.lock:
-            self._active = (stats or Statistics("own"), core)
-            try:
-                with torch.no_grad():
-                    audio = self._generate(x, utt.style, source).reshape(-1)
-            finally:
-                self._active = None
+        self._active = (stats or Statistics("own"), core)
+        try:
+            with torch.no_grad():
+                audio = self._generate(x, utt.style, source).reshape(-1)
+        finally:
+            self._active = None
         a = (start - lo) * FRAME_SAMPLES
         b = a + (end - start) * FRAME_SAMPLES + (extra if end < utt.frames else 0)
         return audio[a:b].numpy().astype(np.float32, copy=True)
@@ -400,4 +407,4 @@ class PartDecoder:
 @functools.lru_cache(maxsize=2)
 def engine_for(kmodel: Any) -> KokoroEngine:
     """One engine per loaded model: the engine changes the model's norm layers."""
-    return KokoroEngine(kmodel)
+    return torch_thread.run(KokoroEngine, kmodel)

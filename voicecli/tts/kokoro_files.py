@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from voicecli.errors import VoiceCliError
+from voicecli.tts import torch_thread
 from voicecli.tts.voices import HUB_VOICES, VOICE_NAME, VoiceSpec
 
 REPO_ID = "hexgrad/Kokoro-82M"
@@ -109,11 +110,16 @@ def _hub_file(filename: str) -> Path:
 def load_kmodel(files: ModelFiles) -> Any:
     """A KModel from local files (shared per process); a bad file becomes a VoiceCliError."""
     stat = files.weights.stat()
-    return _load_kmodel(files.config, files.weights, stat.st_mtime_ns, stat.st_size)
+    return _cached_kmodel(files.config, files.weights, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=2)
-def _load_kmodel(config_path: Path, weights: Path, mtime_ns: int, size: int) -> Any:
+def _cached_kmodel(config_path: Path, weights: Path, mtime_ns: int, size: int) -> Any:
+    # Keyed by the file's mtime and size too: a file replaced on disk is loaded again.
+    return torch_thread.run(_load_kmodel, config_path, weights)
+
+
+def _load_kmodel(config_path: Path, weights: Path) -> Any:
     files = ModelFiles(config_path, weights, None, str(weights))
     import torch
     from kokoro import KModel
@@ -150,6 +156,10 @@ def _load_kmodel(config_path: Path, weights: Path, mtime_ns: int, size: int) -> 
 
 def load_voice(files: ModelFiles, spec: VoiceSpec) -> Any:
     """A voice pack tensor [510, 1, 256]; blends are weighted means."""
+    return torch_thread.run(_load_voice, files, spec)
+
+
+def _load_voice(files: ModelFiles, spec: VoiceSpec) -> Any:
     import torch
 
     packs, weights = [], []

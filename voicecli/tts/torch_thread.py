@@ -6,9 +6,10 @@ lives. A model loaded on the main thread and run on another makes two teams: mor
 threads than a 2-core machine has cores. libgomp then stops spinning at its barriers and
 sleeps in the kernel after a hundred spins, at each of the thousands of barriers of a
 forward pass. Measured on the real weights (docs/streaming.md): about 1,500 sleeps per
-generator pass instead of none, and the first unit's text stages and first part 25 to
-30% slower. So every torch computation voicecli makes (loading the model and voices, the
-text stages, the generator) runs here, one at a time, and its callers wait for it.
+generator pass instead of none, and a first unit's text stages and first part in 1.1 to
+1.3 s instead of 0.8 to 0.9 s. So every torch computation voicecli makes (loading the
+model and voices, the text stages, the generator) runs here, one at a time, and its
+callers wait for it.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ class Settings:
     model_dir: Path | None = None  # local Kokoro files; None: the hub at a pinned revision
     synthesis: str = "phrases"  # phrases: cut a sentence at pauses when that avoids silence
     synth_threads: int | None = None  # torch threads for local Kokoro; None: torch's default
+    # The generator's convolutions: auto takes bfloat16 where the CPU has it natively.
+    synth_precision: str = "auto"
     # Remote synthesis (SageMaker endpoint, or a local `voicecli serve`)
     sagemaker_endpoint: str | None = None
     region: str | None = None
@@ -179,6 +181,7 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "synthesis": ("phrases", "sentence"),
+    "synth_precision": ("auto", "float32", "bfloat16"),
     "sagemaker_api": ("auto", "bidirectional", "response-stream"),
     "code": ("placeholder", "skip", "read"),
     "llm": ("auto", "local", "openai"),

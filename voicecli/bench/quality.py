@@ -14,6 +14,9 @@ Strategies:
 ``windows-own`` / ``windows-pooled``
     The same windows normalised with their own statistics, alone or pooled with the
     windows before them: what a streaming decoder can actually do.
+``whole-bfloat16``
+    The whole sentence in one part, with the generator's convolutions in bfloat16
+    (``--precision``): what that precision alone changes.
 ``phrases-first`` / ``phrases-all``
     Parts cut only inside pauses, as the synthesizer cuts them. ``phrases-first`` is a
     cold start, the first sentence of a turn: its leading silence trimmed and one cut,
@@ -43,7 +46,14 @@ from voicecli.frames import SAMPLE_RATE
 from voicecli.protocol import to_pcm16
 from voicecli.tts.kokoro_engine import FRAME_SAMPLES, PartDecoder, Statistics
 
-STRATEGIES = ("windows-exact", "windows-own", "windows-pooled", "phrases-first", "phrases-all")
+STRATEGIES = (
+    "windows-exact",
+    "windows-own",
+    "windows-pooled",
+    "whole-bfloat16",
+    "phrases-first",
+    "phrases-all",
+)
 FIRST_WINDOW, GROWTH = 16, 1.5  # generator frames (12.5 ms each)
 SPEECH_RANGE_DB = 50.0
 N_FFT, HOP, N_MELS = 1024, 256, 80
@@ -104,6 +114,8 @@ def cuts(strategy: str, utt: Any, min_part: int) -> tuple[int, list[int]]:
     frames = utt.frames
     if strategy.startswith("windows"):
         return 0, windows(frames)
+    if strategy.startswith("whole"):
+        return 0, [frames]
     start = utt.onset() if strategy == "phrases-first" else 0
     first, usable = start, []
     for pause in utt.pauses():
@@ -121,12 +133,13 @@ def render(engine: Any, utt: Any, strategy: str, min_part: int) -> tuple[int, li
         stats = Statistics.record()
         engine.decode(utt, 0, utt.frames, stats)
         stats.mode = "fixed"
-    elif strategy == "windows-own":
+    elif strategy in ("windows-own", "whole-bfloat16"):
         stats = Statistics("own")
     else:
         stats = Statistics("pooled")
     start, ends = cuts(strategy, utt, min_part)
-    decoder = PartDecoder(engine, utt, stats, start)
+    precision = "bfloat16" if strategy.endswith("bfloat16") else "float32"
+    decoder = PartDecoder(engine, utt, stats, start, precision)
     return start * FRAME_SAMPLES, [decoder.next(end) for end in ends]
 
 

@@ -56,6 +56,13 @@ synthesis_options = _group(
         help="phrases: decode a sentence in phrases when that avoids silence (default); "
         "sentence: always whole, exact Kokoro.",
     ),
+    click.option(
+        "--precision",
+        "synth_precision",
+        type=click.Choice(["auto", "float32", "bfloat16"]),
+        help="The Kokoro decoder's convolutions: auto takes bfloat16 (about 1.5x faster, "
+        "42 dB from float32) where the CPU computes it natively.",
+    ),
     click.option("--device", help="Output device: sounddevice index or name."),
     click.option("--sagemaker-endpoint", help="Synthesize on this SageMaker endpoint."),
     click.option("--region", help="AWS region of the SageMaker endpoint."),

@@ -134,6 +134,8 @@ def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
             speed=settings.speed,
             lang=settings.lang,
             model_dir=settings.model_dir,
+            threads=settings.synth_threads,
+            precision=settings.synth_precision,
         )
 
     return load

@@ -39,4 +39,5 @@ def make_synthesizer(settings: Settings) -> Synthesizer:
         model_dir=settings.model_dir,
         mode=settings.synthesis,
         threads=settings.synth_threads,
+        precision=settings.synth_precision,
     )

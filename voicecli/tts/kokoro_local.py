@@ -38,6 +38,7 @@ from voicecli.tts.kokoro_engine import (
     Statistics,
     Utterance,
     engine_for,
+    resolve_precision,
 )
 from voicecli.tts.kokoro_files import ModelFiles, VoicePacks, load_g2p, load_kmodel
 from voicecli.tts.phrases import FRAME_SECONDS, CostModel, PhrasePlan
@@ -165,7 +166,7 @@ class Speaker:
             done += samples
             if lead:
                 yield self._silence(lead)
-            parts = PartDecoder(synth.engine, utt, Statistics("pooled"), start)
+            parts = PartDecoder(synth.engine, utt, Statistics("pooled"), start, synth.precision)
             while start < end:
                 if cancel is not None and cancel.cancelled:
                     return
@@ -325,10 +326,12 @@ class KokoroSynthesizer:
         model_dir: Path | None = None,
         mode: str = "phrases",
         threads: int | None = None,
+        precision: str = "auto",
     ) -> None:
         if mode not in SYNTHESIS_MODES:
             raise VoiceCliError(f"Synthesis mode {mode!r}: use {' or '.join(SYNTHESIS_MODES)}.")
         self.mode = mode
+        self.precision = resolve_precision(precision)
         self.speed = check_speed(speed)
         self.spec = VoiceSpec.parse(voice)
         self.lang = (lang or self.spec.lang_code).lower()
@@ -391,6 +394,7 @@ class KokoroSynthesizer:
             "lang": self.lang,
             "voice": str(self.spec),
             "synthesis": self.mode,
+            "precision": self.precision,
             "threads": torch_thread.run(torch.get_num_threads),
         }
 

@@ -187,6 +187,23 @@ def test_llm_nice_is_a_niceness_and_the_child_runs_at_it(tmp_path):
     assert log.read_text().split() == [str(base + 7)] * 2
 
 
+@pytest.mark.skipif(os.name != "posix", reason="sessions and process groups")
+def test_a_child_has_a_process_group_of_its_own_in_voicecli_s_session(tmp_path):
+    from voicecli.child import ChildProcess
+
+    child = ChildProcess([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "log")
+    child.start()
+    try:
+        # Its own group: the terminal's Ctrl-C reaches voicecli's group only.
+        assert os.getpgid(child.pid) == child.pid != os.getpgid(0)
+        # voicecli's session: Linux's autogroups share the CPU between sessions before
+        # niceness counts, so in a session of its own the LLM took a core from Kokoro.
+        assert os.getsid(child.pid) == os.getsid(0)
+    finally:
+        child.stop()
+    assert not child.running()
+
+
 def test_config_example_documents_every_setting():
     text = (ROOT / "config.example.toml").read_text()
     missing = [f.name for f in fields(Settings) if f"{f.name} =" not in text]

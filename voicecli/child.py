@@ -102,7 +102,11 @@ class ChildProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
-                start_new_session=os.name == "posix",
+                # A process group of its own, so that the terminal's Ctrl-C reaches
+                # voicecli only; but voicecli's session, because Linux's autogroups
+                # share the CPU between sessions first: in a session of its own, the
+                # LLM took a core from Kokoro whatever its niceness (docs/streaming.md).
+                process_group=0 if os.name == "posix" else None,
                 preexec_fn=_preexec(self.nice),
             )
         atexit.register(self.stop)
@@ -134,7 +138,7 @@ class ChildProcess:
     def _signal(proc: subprocess.Popen[bytes], *, force: bool) -> None:
         try:
             if os.name == "posix":
-                # The group id is the child's pid (start_new_session); it stays
+                # The group id is the child's pid (process_group=0); it stays
                 # ours until the child is reaped, which only proc.wait() does.
                 os.killpg(proc.pid, signal.SIGKILL if force else signal.SIGTERM)
             elif force:

@@ -54,7 +54,7 @@ synthesis_options = _group(
         "--synthesis",
         type=click.Choice(["phrases", "sentence"]),
         help="phrases: decode a sentence in phrases when that avoids silence (default); "
-        "sentence: always whole, exact Kokoro.",
+        "sentence: always whole (exact Kokoro with --precision float32).",
     ),
     click.option(
         "--precision",

@@ -148,6 +148,16 @@ def test_unreachable_llm_server_is_clear(tiny_synth, wav_sink):
     assert result.error is not None and "Cannot reach" in str(result.error)
 
 
+def test_warming_up_asks_with_the_system_prompt_alone_and_never_fails():
+    with ScriptedLLM(Script.from_text("Hi.", tokens_per_second=1000)) as server:
+        ChatClient(base_url=server.base_url, api_key="t", model="scripted").warm_up("Be brief.")
+        assert [s.messages for s in server.requests] == [
+            [{"role": "system", "content": "Be brief."}]
+        ]
+    dead = ChatClient(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0)
+    dead.warm_up("Be brief.")  # the conversation's own request will say what is wrong
+
+
 def test_played_is_marked_for_every_sentence(tiny_synth, wav_sink):
     with ScriptedLLM(Script.from_text(REPLY, tokens_per_second=400)) as server:
         result = run_turn(tiny_synth, wav_sink, server)

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from voicecli import display
 from voicecli.config import Settings
@@ -15,6 +16,9 @@ from voicecli.frames import MAX_SPEED, MIN_SPEED
 from voicecli.pipeline import TurnResult
 from voicecli.session import Session
 from voicecli.sources import ChatClient
+
+if TYPE_CHECKING:
+    from voicecli.llm_local import LocalLLMServer
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,9 @@ COMMANDS = {
 }
 
 
-def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
-    """The configured server, or the embedded model when none is configured."""
+def launch_llm(settings: Settings, stack: ExitStack) -> LocalLLMServer | None:
+    """Check the LLM settings, and launch the embedded model when no server or key is
+    configured: llama.cpp then loads its model while voicecli loads speech."""
     use_local = settings.llm == "local" or (
         settings.llm == "auto" and not settings.base_url and not settings.api_key
     )
@@ -44,6 +49,20 @@ def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
                 "No LLM configured: set OPENAI_API_KEY or --base-url, "
                 "or use --llm local for the embedded model."
             )
+        return None
+    from voicecli.llm_local import LocalLLMServer
+
+    server = LocalLLMServer(
+        settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
+    )
+    stack.callback(server.stop)
+    server.launch()
+    return server
+
+
+def connect_llm(settings: Settings, local: LocalLLMServer | None) -> ChatClient:
+    """The configured server, or the launched embedded model once it answers, warmed up."""
+    if local is None:
         display.note(f"LLM: {settings.model} at {settings.base_url or 'api.openai.com'}")
         return ChatClient(
             base_url=settings.base_url,
@@ -53,22 +72,18 @@ def connect_llm(settings: Settings, stack: ExitStack) -> ChatClient:
             max_tokens=settings.max_tokens,
             timeout=settings.llm_timeout,
         )
-    from voicecli.llm_local import LocalLLMServer
-
-    server = LocalLLMServer(
-        settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
-    )
-    stack.callback(server.stop)
     with display.err.status("Starting the embedded LLM…", spinner="dots"):
-        server.start()
-    display.note(f"LLM: embedded {server.model_path.name} at {server.base_url}")
-    return ChatClient(
-        base_url=server.base_url,
-        api_key=server.api_key,
-        model=server.model_name,
-        temperature=settings.temperature,
-        max_tokens=settings.max_tokens,
-    )
+        local.wait_ready()
+        client = ChatClient(
+            base_url=local.base_url,
+            api_key=local.api_key,
+            model=local.model_name,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+        )
+        client.warm_up(settings.system_prompt)
+    display.note(f"LLM: embedded {local.model_path.name} at {local.base_url}")
+    return client
 
 
 def remembered(result: TurnResult) -> str:
@@ -175,9 +190,11 @@ def run_chat(settings: Settings, *, once: str | None = None) -> None:
     if once is not None and not once.strip():
         raise VoiceCliError("Nothing to ask: the question is empty.")
     with ExitStack() as stack:
-        llm = connect_llm(settings, stack)
-        # Interactive: warm the model up while the user types the first question.
-        session = stack.enter_context(Session(settings, warm_up=once is None))
+        local = launch_llm(settings, stack)
+        # A process's first forward passes are slow. Interactive chat warms speech up
+        # before its prompt; --once only while the embedded LLM starts anyway.
+        session = stack.enter_context(Session(settings, warm_up=once is None or local is not None))
+        llm = connect_llm(settings, local)
         chat = Conversation(settings, session, llm)
         if once is not None:
             result = chat.ask(once)

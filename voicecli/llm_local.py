@@ -146,6 +146,13 @@ class LocalLLMServer:
         return tail(self.log_path, lines) if self.log_path is not None else ""
 
     def start(self) -> None:
+        """``launch()``, then ``wait_ready()``."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Check the model and the packages, and start the server without waiting for
+        it: the caller may load other things while llama.cpp loads its model."""
         if self._child is not None:
             return
         model_path = self.model_path
@@ -160,6 +167,13 @@ class LocalLLMServer:
         self._tmpdir = pathlib.Path(tempfile.mkdtemp(prefix="voicecli-llm-"))
         try:
             self._spawn(model_path, self._tmpdir)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_ready(self) -> None:
+        """Wait until the launched server answers; stop it if it never does."""
+        try:
             self._wait_ready()
         except BaseException:
             self.stop()

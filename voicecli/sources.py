@@ -94,6 +94,25 @@ class ChatClient:
             max_retries=max_retries,
         )
 
+    def warm_up(self, system_prompt: str) -> None:
+        """Ask for one token of a reply to ``system_prompt`` alone, for a server on this
+        machine: a first request pays for setting up the client, the connection and
+        llama.cpp (200 ms more to the first token of the embedded LLM), and a later
+        conversation with the same system prompt reuses its tokens. A failure costs only
+        the time: the conversation's own request reports errors."""
+        import openai
+
+        try:
+            for _ in self.client.chat.completions.create(
+                model=self.model,
+                messages=[{"role": "system", "content": system_prompt}],
+                max_tokens=1,
+                stream=True,
+            ):
+                pass
+        except openai.OpenAIError as exc:
+            log.debug("warming up %s failed: %s", self.base_url, exc)
+
     def stream(
         self, messages: list[dict[str, str]], cancel: CancelToken, timeline: Timeline
     ) -> Iterator[str]:

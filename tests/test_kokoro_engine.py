@@ -74,6 +74,26 @@ def test_parts_with_their_own_statistics_differ_but_tile(tiny_synth, utterance):
     assert not np.allclose(joined, whole, atol=1e-4)  # the statistics do matter
 
 
+def test_a_part_that_holds_the_statistics_continues_the_one_before_it_with_no_seam(
+    tiny_synth, utterance
+):
+    engine = tiny_synth.engine
+    stats = Statistics("pooled")
+    window = engine.decode(utterance, 0, 30, stats)
+    stats.hold = True
+    rest = engine.decode(utterance, 30, utterance.frames, stats)
+    # One decode of both, normalised as the window was (over itself and its context).
+    as_window = Statistics.record()
+    engine.decode(utterance, 0, 30, as_window)
+    as_window.mode = "fixed"
+    both = engine.decode(utterance, 0, utterance.frames, as_window)
+    np.testing.assert_allclose(np.concatenate([window, rest]), both, atol=1e-4)
+    # Without holding, the rest is normalised over itself too: a seam.
+    stats = Statistics("pooled")
+    engine.decode(utterance, 0, 30, stats)
+    assert not np.allclose(engine.decode(utterance, 30, utterance.frames, stats), rest, atol=1e-3)
+
+
 def test_bfloat16_convolutions_stay_close_to_float32_and_leave_float32_alone(tiny_synth, utterance):
     engine = tiny_synth.engine
     exact = engine.decode(utterance, 0, utterance.frames)

@@ -17,7 +17,7 @@ from voicecli.tts.kokoro_local import (
     KokoroSynthesizer,
     split_phonemes,
 )
-from voicecli.tts.phrases import CostModel
+from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, CostModel
 
 SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "And a second.")]
 
@@ -183,6 +183,39 @@ def test_sentence_mode_decodes_every_sentence_whole(
     chunks, _ = chunks_of(synth, SENTENCES)
     assert [(c.sentence, c.last) for c in chunks] == [(0, False), (0, True), (1, False), (1, True)]
     assert all(c.samples[-FRAME_SAMPLES:].any() for c in chunks if c.samples.size)  # decoded
+
+
+@pytest.fixture
+def no_pause_on_a_fast_machine(monkeypatch):
+    """A model that pauses nowhere, on a machine fast enough that the first phrase of a
+    turn starts with a window (0.01 s per frame: a whole phrase keeps the listener
+    waiting well over WINDOW_GAIN longer than a window does)."""
+    monkeypatch.setattr(Utterance, "pauses", lambda self: [])
+    machine_speed(monkeypatch, 0.01)
+
+
+def test_a_turn_with_no_pause_starts_with_windows_that_tile_the_sentence(
+    tiny_synth, no_pause_on_a_fast_machine
+):
+    chunks, _ = chunks_of(tiny_synth, SENTENCES[:1])
+    audio = [c for c in chunks if c.samples.size]
+    assert len(audio) > 1  # cut, though the model pauses nowhere
+    assert audio[0].samples.size == FIRST_WINDOW_FRAMES * FRAME_SAMPLES
+    offsets = np.cumsum([0] + [c.samples.size for c in audio])
+    assert [c.offset for c in audio] == offsets[:-1].tolist()
+    utt = tiny_synth.engine.prepare(
+        tiny_synth.phonemes(SENTENCES[0].text)[0].phonemes, tiny_synth.voice, 1.0
+    )
+    assert offsets[-1] == (utt.frames - utt.onset()) * FRAME_SAMPLES  # nothing lost
+
+
+def test_cancel_stops_within_one_window(tiny_synth, no_pause_on_a_fast_machine):
+    cancel = CancelToken()
+    got = []
+    for chunk in tiny_synth.stream(SENTENCES, cancel, Timeline()):
+        got.append(chunk)
+        cancel.cancel("key")
+    assert len(got) == 1 and got[0].samples.size == FIRST_WINDOW_FRAMES * FRAME_SAMPLES
 
 
 def test_cancel_stops_within_one_part(tiny_synth, every_few_frames):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from voicecli.tts.phrases import CostModel, PhrasePlan, Playhead
+from voicecli.tts.phrases import FRAME_SECONDS, CostModel, PhrasePlan, Playhead
 
 FRAMES = 400  # a 5 s sentence
 PAUSES = [40, 100, 200, 300]
@@ -21,7 +21,7 @@ def plan(*, rtf: float = 0.5, queued: float = 0.0, prepare: float = 0.2) -> Phra
 
 def test_a_turn_starts_with_the_cut_that_keeps_the_listener_waiting_least():
     # Fast enough that the part after the first pause decodes while the first plays.
-    assert plan(rtf=0.5).next_end(0, FRAMES, PAUSES) == 40
+    assert plan(rtf=0.15).next_end(0, FRAMES, PAUSES) == 40
 
 
 def test_no_cut_when_a_second_forward_pass_costs_more_silence_than_it_saves():
@@ -29,7 +29,53 @@ def test_no_cut_when_a_second_forward_pass_costs_more_silence_than_it_saves():
     p = PhrasePlan(cost=CostModel(rtf=0.5, per_call=0.5, prepare=0.2), min_part=24)
     assert p.next_end(0, 100, [30]) == 100
     p.cost.per_call = 0.05
-    assert p.next_end(0, 100, [30]) == 30
+    assert p.next_end(0, 100, [30]) < 100
+
+
+def decode_as_planned(p: PhrasePlan, frames: int, pauses: list[int]) -> list[tuple[int, float]]:
+    """Every part the plan cuts, on a clock that the cost model drives: (its end, seconds
+    the listener waited for it once the audio before it had played)."""
+    now, start, parts = 0.0, 0, []
+    first_chunk, emitted = None, 0.0
+    while start < frames:
+        # The listener as the plan sees it: playing since the first chunk, at 1x.
+        playing = 0.0 if first_chunk is None else now - first_chunk
+        p.playhead = Playhead(time.monotonic() - playing if first_chunk is not None else None)
+        p.playhead.emitted = emitted
+        ahead = max(0.0, emitted - playing)
+        end = p.next_end(start, frames, pauses)
+        took = p.cost.predict(end - start, p.context)
+        parts.append((end, max(0.0, took - ahead)))
+        now += took
+        first_chunk = now if first_chunk is None else first_chunk
+        emitted += (end - start) * FRAME_SECONDS
+        start = end
+    return parts
+
+
+def test_a_long_first_phrase_starts_with_a_window_and_never_stalls_inside_it():
+    p = plan(rtf=0.25)
+    parts = decode_as_planned(p, FRAMES, [200])
+    first, waited = parts[0]
+    assert first == p.first_window  # 0.15 s of waiting instead of 0.68 s to the pause
+    assert waited == pytest.approx(p.cost.predict(p.first_window))
+    # The parts that follow are decoded while the audio before them plays: no stall.
+    assert all(w == 0 for _, w in parts[1:]), parts
+
+
+def test_no_window_where_a_pause_comes_soon_or_the_machine_cannot_keep_up():
+    assert plan(rtf=0.25).next_end(0, FRAMES, [40, 100]) == 40  # it saves less than 0.15 s
+    assert plan(rtf=0.25).next_end(0, 50, []) == 50  # too short to be worth a window
+    # So slow that the parts after a window could not keep up: a stall would fall inside
+    # a word, so the turn waits for the whole phrase instead.
+    assert plan(rtf=0.9).next_end(0, FRAMES, [200]) == 200
+
+
+def test_with_audio_queued_a_window_that_fits_instead_of_a_stall():
+    # 0.35 s of compute fit in what is queued; 200 frames take 0.675 s, a 0.175 s stall.
+    p = plan(rtf=0.25, queued=0.5)
+    end = p.next_end(0, FRAMES, [200])
+    assert 24 <= end < 200 and p.cost.predict(end) <= 0.7 * 0.5
 
 
 def test_enough_queued_audio_decodes_the_rest_whole_keeping_room_for_the_next_sentence():
@@ -61,8 +107,10 @@ def test_while_others_wait_a_part_is_kept_to_the_limit_where_a_pause_allows():
 
 def test_no_part_shorter_than_the_minimum():
     p = plan(rtf=0.5)
-    assert p.next_end(0, FRAMES, [10, 390]) == FRAMES  # both would leave a sliver
-    assert p.next_end(0, FRAMES, []) == FRAMES  # no pause: the sentence is one part
+    assert p.next_end(0, 50, [10, 40]) == 50  # both would leave a sliver
+    for pauses in ([10, 390], [], [30, 60, 370]):
+        for end, _ in decode_as_planned(plan(rtf=0.25), FRAMES, pauses):
+            assert end == FRAMES or (end >= 24 and FRAMES - end >= 24)
 
 
 def test_the_cost_model_learns_the_machine():

@@ -22,6 +22,10 @@ Strategies:
     cold start, the first sentence of a turn: its leading silence trimmed and one cut,
     at the first usable pause. ``phrases-all`` cuts at every usable pause (the most
     seams it can make).
+``held-first``
+    ``phrases-first`` with its first phrase in growing windows (32, 48, 72... frames),
+    each after the first holding the statistics of the one before (``Statistics.hold``):
+    what the synthesizer does where a turn's first pause comes late.
 
 Per chunk and overall: the SNR against the reference, and the mean absolute difference
 of log-mel power in dB over the frames and bands where the reference has speech
@@ -45,6 +49,7 @@ from voicecli.errors import VoiceCliError
 from voicecli.frames import SAMPLE_RATE
 from voicecli.protocol import to_pcm16
 from voicecli.tts.kokoro_engine import FRAME_SAMPLES, PartDecoder, Statistics
+from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, MIN_PART_FRAMES
 
 STRATEGIES = (
     "windows-exact",
@@ -53,6 +58,7 @@ STRATEGIES = (
     "whole-bfloat16",
     "phrases-first",
     "phrases-all",
+    "held-first",
 )
 FIRST_WINDOW, GROWTH = 16, 1.5  # generator frames (12.5 ms each)
 SPEECH_RANGE_DB = 50.0
@@ -116,14 +122,23 @@ def cuts(strategy: str, utt: Any, min_part: int) -> tuple[int, list[int]]:
         return 0, windows(frames)
     if strategy.startswith("whole"):
         return 0, [frames]
-    start = utt.onset() if strategy == "phrases-first" else 0
+    cold = strategy in ("phrases-first", "held-first")
+    start = utt.onset() if cold else 0
     first, usable = start, []
     for pause in utt.pauses():
         if pause - start >= min_part and frames - pause >= min_part:
             usable.append(pause)
             start = pause
-            if strategy == "phrases-first":
+            if cold:
                 break
+    if strategy == "held-first":
+        end, width = first, FIRST_WINDOW_FRAMES
+        held = []
+        while (usable or [frames])[0] - end - width >= min_part:
+            end += width
+            held.append(end)
+            width = int(width * GROWTH)
+        usable = held + usable
     return first, usable + [frames]
 
 
@@ -140,14 +155,17 @@ def render(engine: Any, utt: Any, strategy: str, min_part: int) -> tuple[int, li
     start, ends = cuts(strategy, utt, min_part)
     precision = "bfloat16" if strategy.endswith("bfloat16") else "float32"
     decoder = PartDecoder(engine, utt, stats, start, precision)
-    return start * FRAME_SAMPLES, [decoder.next(end) for end in ends]
+    parts = []
+    pauses = set(utt.pauses())
+    for end in ends:
+        parts.append(decoder.next(end))
+        stats.hold = strategy == "held-first" and end not in pauses
+    return start * FRAME_SAMPLES, parts
 
 
 def measure(synth: Any, texts: list[str], *, seed: int = 0) -> dict[str, Any]:
     """Every strategy against the whole-sentence reference, for each text."""
     import torch
-
-    from voicecli.tts.phrases import MIN_PART_FRAMES
 
     engine = synth.engine
     rows: list[dict[str, Any]] = []

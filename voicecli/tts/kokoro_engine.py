@@ -166,14 +166,19 @@ class Statistics:
 
     ``pooled``: each part's own moments added to those of the parts decoded before it,
     so the later parts of an utterance come close to its whole-utterance statistics.
+    While ``hold`` is set, a pooled part normalises with exactly what the part before it
+    did (and still adds its moments to the pool): it continues that part with no seam,
+    as one decode of both would, so a part may then end anywhere, not only in a pause.
     ``own``: each part alone. ``fixed``: given per layer (from ``record``).
     """
 
     mode: str = "pooled"  # pooled | own | fixed | record
     fixed: list[tuple[Any, Any] | None] | None = None
+    hold: bool = False
     _moments: list[tuple[Any, Any, int] | None] = field(
         default_factory=lambda: [None] * GENERATOR_NORMS
     )
+    _used: list[tuple[Any, Any] | None] = field(default_factory=lambda: [None] * GENERATOR_NORMS)
 
     @classmethod
     def record(cls) -> Statistics:
@@ -200,23 +205,26 @@ class Statistics:
         lo, hi = round(core[0] * n), round(core[1] * n)
         squared = x * x
         own = (x[..., lo:hi].sum(-1, keepdim=True), squared[..., lo:hi].sum(-1, keepdim=True))
-        total = own[0] + x[..., :lo].sum(-1, keepdim=True) + x[..., hi:].sum(-1, keepdim=True)
-        squares = (
-            own[1]
-            + squared[..., :lo].sum(-1, keepdim=True)
-            + squared[..., hi:].sum(-1, keepdim=True)
-        )
-        count = n
         before = self._moments[index]
-        if before is not None:
-            total, squares, count = total + before[0], squares + before[1], count + before[2]
-        mean = total / count
-        var = (squares / count - mean * mean).clamp_min(0.0)
+        used = self._used[index] if self.hold else None
+        if used is None:
+            total = own[0] + x[..., :lo].sum(-1, keepdim=True) + x[..., hi:].sum(-1, keepdim=True)
+            squares = (
+                own[1]
+                + squared[..., :lo].sum(-1, keepdim=True)
+                + squared[..., hi:].sum(-1, keepdim=True)
+            )
+            count = n
+            if before is not None:
+                total, squares, count = total + before[0], squares + before[1], count + before[2]
+            mean = total / count
+            used = (mean, (squares / count - mean * mean).clamp_min(0.0))
+            self._used[index] = used
         add = (*own, hi - lo)
         self._moments[index] = (
             add if before is None else (before[0] + add[0], before[1] + add[1], before[2] + add[2])
         )
-        return mean, var
+        return used
 
 
 class _AdaIN(torch.nn.Module):

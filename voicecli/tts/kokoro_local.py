@@ -166,11 +166,15 @@ class Speaker:
             done += samples
             if lead:
                 yield self._silence(lead)
-            parts = PartDecoder(synth.engine, utt, Statistics("pooled"), start, synth.precision)
+            stats = Statistics("pooled")
+            parts = PartDecoder(synth.engine, utt, stats, start, synth.precision)
             while start < end:
                 if cancel is not None and cancel.cancelled:
                     return
-                cut = self.plan.next_end(start, end, pauses)
+                if synth.mode == "sentence":
+                    cut = end
+                else:
+                    cut = self.plan.next_end(start, end, pauses, inside=stats.hold)
                 ahead = self.plan.playhead.ahead()
                 began = time.perf_counter()
                 audio = parts.next(cut)
@@ -182,6 +186,7 @@ class Speaker:
                 synth.cost.observe(cut - start, 2 * CONTEXT, took)
                 self.plan.playhead.emit((cut - start) * FRAME_SECONDS)
                 yield audio
+                stats.hold = cut not in pauses  # a window: the next part continues it
                 start = cut
             if tail:
                 yield self._silence(tail)

@@ -2,9 +2,12 @@
 
 A sentence decoded whole is exact Kokoro. Decoded in parts, each part's InstanceNorm
 statistics are its own (pooled with the parts before it), which sounds natural only
-when the part is a phrase bounded by silence; so parts are cut only inside pauses the
+when the part is a phrase bounded by silence; so parts are cut inside pauses the
 model itself predicts, and only when waiting for the whole rest would leave the
-listener in silence. The decision compares two things it measures as it goes:
+listener in silence. Where no pause comes soon enough, a part may end anywhere as a
+*window*: the part after it keeps its statistics (``Statistics.hold``), so the two join
+as one decode would, with no seam. The decision compares two things it measures as it
+goes:
 
 * ``Playhead``: how much audio the listener still has queued, on a virtual playhead
   that starts playing at the first chunk and never pauses. The device starts later and
@@ -26,6 +29,13 @@ FRAME_SECONDS = 300 / SAMPLE_RATE  # one generator frame, 12.5 ms
 # 0.75 s measured alike against whole sentences (docs/streaming.md).
 MIN_PART_FRAMES = 24
 SAFETY = 0.7  # plan for decoding to take this much of the queued audio, at most
+# A listener waiting for a long first phrase gets a window of it first: 32 frames (0.4 s)
+# normalised over themselves, the rest of the phrase held to them. Measured on the real
+# weights over 30 sentences started cold (docs/streaming.md): log-mel distance to the
+# whole render 2.47 dB against 1.93 for whole phrases, first chunk 0.20 s against 0.27
+# (median) and 0.25 against 0.49 (worst). So only where it saves this much waiting.
+FIRST_WINDOW_FRAMES = 32
+WINDOW_GAIN = 0.15  # seconds
 
 
 @dataclass
@@ -81,20 +91,25 @@ class PhrasePlan:
     playhead: Playhead = field(default_factory=Playhead)
     context: int = 0  # extra frames each decode pays for, outside the part
     min_part: int = MIN_PART_FRAMES
+    first_window: int = FIRST_WINDOW_FRAMES
     # Seconds of decoding one part may take, at most, where possible: a server sets it
     # while other clients wait for their turn, so that no part of one keeps them long.
     max_seconds: float | None = None
 
-    def next_end(self, start: int, frames: int, pauses: list[int]) -> int:
-        """Where the part beginning at ``start`` should end (``frames`` = the end).
+    def next_end(self, start: int, frames: int, pauses: list[int], inside: bool = False) -> int:
+        """Where the part beginning at ``start`` should end (``frames`` = the end). An
+        end that is not in ``pauses`` (nor ``frames``) is a window: the next part must
+        hold its statistics, and is ``inside`` a word.
 
         The whole rest if its decoding fits in the queued audio, keeping room for the next
         sentence's text stages and first phrase; otherwise the farthest pause whose part
-        still fits. With nothing queued (the start of a turn) or nothing fitting, the
+        still fits; ``inside`` a word, where a stall must never fall, else the rest or the
+        farthest window that fits. With nothing queued (the start of a turn) or nothing fitting, the
         pause that keeps the listener waiting least in all: the wait for this part plus
-        the stall, if any, while the part after it is decoded. Every cut is in a pause,
-        so a stall only lengthens a pause the voice makes anyway. Under ``max_seconds``,
-        a part longer than that is cut at its first usable pause.
+        the stall, if any, while the part after it is decoded. Where that is silence of
+        more than ``WINDOW_GAIN``, a window saving that much instead: the longest that
+        fits in the queued audio, or else a first window. Under ``max_seconds``, a part
+        longer than that is cut at its first usable pause.
         """
         ahead = self.playhead.ahead()
         budget = SAFETY * ahead
@@ -109,12 +124,71 @@ class PhrasePlan:
         ]
         if fitting:
             return fitting[-1]
+        window = self._window(start, frames, usable, min(budget, cap), ahead)
+        if inside:
+            if whole <= min(budget, cap):
+                return frames
+            if window is not None:
+                return window
         best = min(
             [*usable, frames], key=lambda end: self._silence(start, end, frames, usable, ahead)
         )
+        silence = self._silence(start, best, frames, usable, ahead)
+        if silence > WINDOW_GAIN:
+            window = window or self._first_window(start, frames, usable, ahead)
+            if window is not None:
+                waits = max(0.0, self.cost.predict(window - start, self.context) - ahead)
+                if waits < silence - WINDOW_GAIN:
+                    return window
         if self.cost.predict(best - start, self.context) > cap and usable:
             return usable[0]
         return best
+
+    def _window(
+        self, start: int, frames: int, pauses: list[int], limit: float, ahead: float
+    ) -> int | None:
+        """The end of the longest window from ``start`` whose decoding fits in ``limit``
+        seconds, if the parts after it keep up."""
+        end = start + self._longest(limit, frames - start - self.min_part)
+        if end - start < self.min_part or not self._kept_up(start, end, frames, pauses, ahead):
+            return None
+        return end
+
+    def _first_window(self, start: int, frames: int, pauses: list[int], ahead: float) -> int | None:
+        """The end of a first window from ``start``, if the parts after it keep up."""
+        end = start + self.first_window
+        if frames - end < self.min_part or not self._kept_up(start, end, frames, pauses, ahead):
+            return None
+        return end
+
+    def _kept_up(self, start: int, end: int, frames: int, pauses: list[int], ahead: float) -> bool:
+        """Whether, after a window [``start``, ``end``), parts to the next pause (or to
+        ``frames``), each decoded while SAFETY of the audio queued before it plays, leave
+        the listener no silence. A window ends inside a word, where a stall must never
+        fall: a machine too slow for that gets its stalls in pauses instead."""
+        window = end - start
+        queued = max(0.0, ahead - self.cost.predict(window, self.context))
+        queued += window * FRAME_SECONDS
+        position = end
+        target = next((p for p in pauses if p - end >= self.min_part), frames)
+        while position < target:
+            n = self._longest(SAFETY * queued, target - position)
+            if n < min(self.min_part, target - position):
+                return False
+            queued += n * FRAME_SECONDS - self.cost.predict(n, self.context)
+            position += n
+        return True
+
+    def _longest(self, limit: float, most: int) -> int:
+        """The most frames, up to ``most``, whose decoding fits in ``limit`` seconds."""
+        lo, hi = 0, max(0, most)
+        while lo < hi:  # predict grows with the frames
+            mid = (lo + hi + 1) // 2
+            if self.cost.predict(mid, self.context) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def _silence(self, start: int, end: int, frames: int, pauses: list[int], ahead: float) -> float:
         """Seconds the listener waits if the next part ends at ``end``: for it to be

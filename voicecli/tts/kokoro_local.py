@@ -95,9 +95,12 @@ class Speaker:
     """Speaks texts one after another to one listener, whose playhead it keeps: a turn
     of ``voicecli chat``, or a connection to ``voicecli serve``."""
 
-    def __init__(self, synth: KokoroSynthesizer) -> None:
+    def __init__(self, synth: KokoroSynthesizer, cost: CostModel | None = None) -> None:
         self.synth = synth
-        self.plan = PhrasePlan(cost=synth.cost, context=2 * CONTEXT)
+        # The synthesizer's, shared by all its listeners, unless this one's passes should
+        # not teach it (a cold warm-up).
+        self.cost = synth.cost if cost is None else cost
+        self.plan = PhrasePlan(cost=self.cost, context=2 * CONTEXT)
         self._fresh = True  # nothing spoken yet: Kokoro's lead-in would only be a wait
         # After a clause cut, the frames of trailing silence it did not get, which the
         # next text's lead-in may take beyond its own; None after a sentence.
@@ -154,7 +157,7 @@ class Speaker:
                 return
             began = time.perf_counter()
             utt = synth.engine.prepare(chunk.phonemes, pack, speed)
-            synth.cost.observe_prepare(time.perf_counter() - began)
+            self.cost.observe_prepare(time.perf_counter() - began)
             pauses = utt.pauses() if synth.mode == "phrases" else []
             lead, start, end, tail = self._layout(utt, pauses)
             rest -= len(chunk.phonemes)
@@ -183,7 +186,7 @@ class Speaker:
                     "decoded frames %d-%d of %d (%.2f s of audio) in %.2f s; %.2f s was queued",
                     start, cut, utt.frames, (cut - start) * FRAME_SECONDS, took, ahead,
                 )  # fmt: skip
-                synth.cost.observe(cut - start, 2 * CONTEXT, took)
+                self.cost.observe(cut - start, 2 * CONTEXT, took)
                 self.plan.playhead.emit((cut - start) * FRAME_SECONDS)
                 yield audio
                 stats.hold = cut not in pauses  # a window: the next part continues it
@@ -218,7 +221,7 @@ class Speaker:
         else:
             cut = self.plan.next_end(start, end, pauses)
             ahead = self.ahead()
-            wait = self.plan.cost.predict(cut - start, self.plan.context) - ahead
+            wait = self.cost.predict(cut - start, self.plan.context) - ahead
             lead = min(self._slack + start, max(0, math.ceil(wait / FRAME_SECONDS)))
             log.debug(
                 "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",
@@ -387,10 +390,13 @@ class KokoroSynthesizer:
         self.speed = check_speed(speed)
 
     def warm_up(self) -> None:
-        # A process's first forward pass is several hundred ms slower than later ones,
-        # and the cost model learns this machine's speed.
-        for _ in self.speaker().speak("Hello there."):
-            pass
+        # A process's first forward passes are slower than later ones (a third, for this
+        # text): they pay that here, and teach the cost model nothing. The second time,
+        # it learns this machine's speed, which decides whether a first turn starts with
+        # a window.
+        for cost in (CostModel(), None):
+            for _ in Speaker(self, cost).speak("Hello there."):
+                pass
 
     def describe(self) -> dict[str, Any]:
         return {

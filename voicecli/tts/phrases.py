@@ -41,26 +41,32 @@ WINDOW_GAIN = 0.15  # seconds
 @dataclass
 class CostModel:
     """Seconds to decode ``n`` generator frames: a fixed cost per call plus a real-time
-    factor, both learned from measurements. Starts pessimistic: a first guess that is
-    too low would leave a gap, one that is too high only cuts a little early."""
+    factor learned from measurements, and the text stages' seconds, learned too. Starts
+    pessimistic: a first guess that is too low would leave a gap, one that is too high
+    only cuts a little early. The first measurement replaces the guess; later ones are
+    averaged in, the newest weighing ``alpha``."""
 
     rtf: float = 1.0
     per_call: float = 0.05
     prepare: float = 0.5  # seconds of text stages before a sentence's first part
     alpha: float = 0.5  # weight of the newest measurement
+    _measured: set[str] = field(default_factory=set, repr=False)
 
     def predict(self, frames: int, context: int = 0) -> float:
         return self.per_call + self.rtf * (frames + context) * FRAME_SECONDS
 
     def observe(self, frames: int, context: int, seconds: float) -> None:
         audio = (frames + context) * FRAME_SECONDS
-        if audio <= 0:
-            return
-        rtf = max(0.01, (seconds - self.per_call) / audio)
-        self.rtf += self.alpha * (rtf - self.rtf)
+        if audio > 0:
+            self._learn("rtf", max(0.01, (seconds - self.per_call) / audio))
 
     def observe_prepare(self, seconds: float) -> None:
-        self.prepare += self.alpha * (seconds - self.prepare)
+        self._learn("prepare", seconds)
+
+    def _learn(self, name: str, value: float) -> None:
+        weight = self.alpha if name in self._measured else 1.0
+        self._measured.add(name)
+        setattr(self, name, getattr(self, name) + weight * (value - getattr(self, name)))
 
 
 @dataclass

@@ -24,7 +24,7 @@ class Settings:
     model_dir: Path | None = None  # local Kokoro files; None: the hub at a pinned revision
     synthesis: str = "phrases"  # phrases: cut a sentence at pauses when that avoids silence
     synth_threads: int | None = None  # torch threads for local Kokoro; None: torch's default
-    # The generator's convolutions: auto takes bfloat16 where the CPU has it natively.
+    # The Kokoro decoder's convolutions: auto takes bfloat16 where the CPU has it natively.
     synth_precision: str = "auto"
     # Remote synthesis (SageMaker endpoint, or a local `voicecli serve`)
     sagemaker_endpoint: str | None = None

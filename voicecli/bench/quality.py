@@ -15,8 +15,9 @@ Strategies:
     The same windows normalised with their own statistics, alone or pooled with the
     windows before them: what a streaming decoder can actually do.
 ``whole-bfloat16``
-    The whole sentence in one part, with the generator's convolutions in bfloat16
-    (``--precision``): what that precision alone changes.
+    The whole sentence in one part, with the decoder's convolutions in bfloat16
+    (``--precision``), its front's and the generator's: what that precision alone
+    changes.
 ``phrases-first`` / ``phrases-all``
     Parts cut only inside pauses, as the synthesizer cuts them. ``phrases-first`` is a
     cold start, the first sentence of a turn: its leading silence trimmed and one cut,
@@ -179,6 +180,9 @@ def measure(synth: Any, texts: list[str], *, seed: int = 0) -> dict[str, Any]:
             torch.manual_seed(seed + index + 10_000)
             other = engine.prepare(phonemes, synth.voice, synth.speed)
             floor = engine.decode(other, 0, other.frames)
+            # The same harmonic source as the reference, through a front in bfloat16.
+            torch.manual_seed(seed + index)
+            fast = engine.prepare(phonemes, synth.voice, synth.speed, "bfloat16")
             audio["whole"].append(reference)
             audio["floor"].append(floor)
             row: dict[str, Any] = {
@@ -189,7 +193,8 @@ def measure(synth: Any, texts: list[str], *, seed: int = 0) -> dict[str, Any]:
                 "strategies": {},
             }
             for strategy in STRATEGIES:
-                trimmed, parts = render(engine, utt, strategy, MIN_PART_FRAMES)
+                prepared = fast if strategy == "whole-bfloat16" else utt
+                trimmed, parts = render(engine, prepared, strategy, MIN_PART_FRAMES)
                 joined = np.concatenate(parts)
                 audio[strategy].append(joined)
                 chunks, offset = [], trimmed

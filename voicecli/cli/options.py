@@ -61,7 +61,7 @@ synthesis_options = _group(
         "synth_precision",
         type=click.Choice(["auto", "float32", "bfloat16"]),
         help="The Kokoro decoder's convolutions: auto takes bfloat16 (about 1.5x faster, "
-        "42 dB from float32) where the CPU computes it natively.",
+        "33 dB from float32) where the CPU computes it natively.",
     ),
     click.option("--device", help="Output device: sounddevice index or name."),
     click.option("--sagemaker-endpoint", help="Synthesize on this SageMaker endpoint."),

@@ -156,7 +156,7 @@ class Speaker:
             if cancel is not None and cancel.cancelled:
                 return
             began = time.perf_counter()
-            utt = synth.engine.prepare(chunk.phonemes, pack, speed)
+            utt = synth.engine.prepare(chunk.phonemes, pack, speed, synth.precision)
             self.cost.observe_prepare(time.perf_counter() - began)
             pauses = utt.pauses() if synth.mode == "phrases" else []
             lead, start, end, tail = self._layout(utt, pauses)

@@ -110,12 +110,12 @@ class PhrasePlan:
         The whole rest if its decoding fits in the queued audio, keeping room for the next
         sentence's text stages and first phrase; otherwise the farthest pause whose part
         still fits; ``inside`` a word, where a stall must never fall, else the rest or the
-        farthest window that fits. With nothing queued (the start of a turn) or nothing fitting, the
-        pause that keeps the listener waiting least in all: the wait for this part plus
-        the stall, if any, while the part after it is decoded. Where that is silence of
-        more than ``WINDOW_GAIN``, a window saving that much instead: the longest that
-        fits in the queued audio, or else a first window. Under ``max_seconds``, a part
-        longer than that is cut at its first usable pause.
+        farthest window that fits. With nothing queued (the start of a turn) or nothing
+        fitting, the pause that keeps the listener waiting least in all: the wait for
+        this part plus the stall, if any, while the part after it is decoded. Where that
+        is silence of more than ``WINDOW_GAIN``, a window saving that much instead: the
+        longest that fits in the queued audio, or else a first window. Under
+        ``max_seconds``, a part longer than that is cut at its first usable pause.
         """
         ahead = self.playhead.ahead()
         budget = SAFETY * ahead

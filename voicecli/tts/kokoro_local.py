@@ -99,8 +99,7 @@ class Speaker:
         self.synth = synth
         # The synthesizer's, shared by all its listeners, unless this one's passes should
         # not teach it (a cold warm-up).
-        self.cost = synth.cost if cost is None else cost
-        self.plan = PhrasePlan(cost=self.cost, context=2 * CONTEXT)
+        self.plan = PhrasePlan(cost=synth.cost if cost is None else cost, context=2 * CONTEXT)
         self._fresh = True  # nothing spoken yet: Kokoro's lead-in would only be a wait
         # After a clause cut, the frames of trailing silence it did not get, which the
         # next text's lead-in may take beyond its own; None after a sentence.
@@ -157,7 +156,7 @@ class Speaker:
                 return
             began = time.perf_counter()
             utt = synth.engine.prepare(chunk.phonemes, pack, speed, synth.precision)
-            self.cost.observe_prepare(time.perf_counter() - began)
+            self.plan.cost.observe_prepare(time.perf_counter() - began)
             pauses = utt.pauses() if synth.mode == "phrases" else []
             lead, start, end, tail = self._layout(utt, pauses)
             rest -= len(chunk.phonemes)
@@ -186,7 +185,7 @@ class Speaker:
                     "decoded frames %d-%d of %d (%.2f s of audio) in %.2f s; %.2f s was queued",
                     start, cut, utt.frames, (cut - start) * FRAME_SECONDS, took, ahead,
                 )  # fmt: skip
-                self.cost.observe(cut - start, 2 * CONTEXT, took)
+                self.plan.cost.observe(cut - start, 2 * CONTEXT, took)
                 self.plan.playhead.emit((cut - start) * FRAME_SECONDS)
                 yield audio
                 stats.hold = cut not in pauses  # a window: the next part continues it
@@ -221,7 +220,7 @@ class Speaker:
         else:
             cut = self.plan.next_end(start, end, pauses)
             ahead = self.ahead()
-            wait = self.cost.predict(cut - start, self.plan.context) - ahead
+            wait = self.plan.cost.predict(cut - start, self.plan.context) - ahead
             lead = min(self._slack + start, max(0, math.ceil(wait / FRAME_SECONDS)))
             log.debug(
                 "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",

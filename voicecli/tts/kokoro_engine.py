@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -387,11 +389,8 @@ class KokoroEngine:
             f0, energy = m.predictor.F0Ntrain(d.transpose(-1, -2) @ alignment, s)
             asr = m.text_encoder(input_ids, lengths, mask) @ alignment
             style = ref_s[:, :128]
-            self._bfloat16 = precision == "bfloat16"
-            try:
+            with self._convolutions(precision):
                 front = self._front(asr, f0, energy, style)
-            finally:
-                self._bfloat16 = False
             source = self._source(f0)
         return Utterance(
             phonemes,
@@ -402,6 +401,15 @@ class KokoroEngine:
             durations.numpy().reshape(-1),
             self.vocab,
         )
+
+    @contextmanager
+    def _convolutions(self, precision: str) -> Iterator[None]:
+        """The decoder's convolutions (``_Conv``) in ``precision`` within the block."""
+        self._bfloat16 = precision == "bfloat16"
+        try:
+            yield
+        finally:
+            self._bfloat16 = False
 
     def _front(self, asr: Any, f0_curve: Any, energy: Any, style: Any) -> Any:
         dec = self.model.decoder
@@ -455,12 +463,11 @@ class KokoroEngine:
         x = utt.x[:, :, lo:hi]
         source = utt.source[:, :, SOURCE_COLUMNS * lo : SOURCE_COLUMNS * hi + 1]
         self._active = _Pass(stats or Statistics("own"), core)
-        self._bfloat16 = precision == "bfloat16"
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._convolutions(precision):
                 audio = self._generate(x, utt.style, source).reshape(-1)
         finally:
-            self._active, self._bfloat16 = None, False
+            self._active = None
         a = (start - lo) * FRAME_SAMPLES
         b = a + (end - start) * FRAME_SAMPLES + (extra if end < utt.frames else 0)
         return audio[a:b].numpy().astype(np.float32, copy=True)

@@ -12,8 +12,8 @@ FRAMES = 400  # a 5 s sentence
 PAUSES = [40, 100, 200, 300]
 
 
-def plan(*, rtf: float = 0.5, queued: float = 0.0, prepare: float = 0.2) -> PhrasePlan:
-    p = PhrasePlan(cost=CostModel(rtf=rtf, per_call=0.05, prepare=prepare), min_part=24)
+def plan(*, rtf: float = 0.5, queued: float = 0.0) -> PhrasePlan:
+    p = PhrasePlan(cost=CostModel(rtf=rtf, per_call=0.05), min_part=24)
     if queued:
         p.playhead = Playhead(started=time.monotonic(), emitted=queued)  # all of it queued
     return p
@@ -26,7 +26,7 @@ def test_a_turn_starts_with_the_cut_that_keeps_the_listener_waiting_least():
 
 def test_no_cut_when_a_second_forward_pass_costs_more_silence_than_it_saves():
     # A large cost per call: the stall after a short first phrase outweighs its gain.
-    p = PhrasePlan(cost=CostModel(rtf=0.5, per_call=0.5, prepare=0.2), min_part=24)
+    p = PhrasePlan(cost=CostModel(rtf=0.5, per_call=0.5), min_part=24)
     assert p.next_end(0, 100, [30]) == 100
     p.cost.per_call = 0.05
     assert p.next_end(0, 100, [30]) < 100
@@ -78,20 +78,20 @@ def test_with_audio_queued_a_window_that_fits_instead_of_a_stall():
     assert 24 <= end < 200 and p.cost.predict(end) <= 0.7 * 0.5
 
 
-def test_enough_queued_audio_decodes_the_rest_whole_keeping_room_for_the_next_sentence():
-    whole = plan(rtf=0.5, queued=10.0)
-    assert whole.next_end(0, FRAMES, PAUSES) == FRAMES  # exact: no cut at all
-    # Enough for the rest, but not for the rest plus the next sentence's text stages.
-    # Decoding the rest costs 0.05 + 0.5 * 5 = 2.55 s, and 0.7 of 3.7 s queued covers it,
-    # but not with the next sentence's 2 s of text stages as well.
-    tight = plan(rtf=0.5, queued=3.7, prepare=2.0)
-    assert tight.next_end(0, FRAMES, PAUSES) < FRAMES
+def test_the_rest_is_decoded_whole_whenever_that_fits_in_what_is_queued():
+    assert plan(rtf=0.5, queued=10.0).next_end(0, FRAMES, PAUSES) == FRAMES  # exact: no cut
+    # Decoding the rest costs 0.05 + 0.5 * 5 = 2.55 s, and 0.7 of 3.7 s queued covers it.
+    # A cut would not bring the next sentence's text stages any sooner: they wait for all
+    # of this sentence's parts either way.
+    assert plan(rtf=0.5, queued=3.7).next_end(0, FRAMES, PAUSES) == FRAMES
+    assert plan(rtf=0.5, queued=3.6).next_end(0, FRAMES, PAUSES) < FRAMES  # 2.52 s: a cut
 
 
 def test_otherwise_the_farthest_pause_that_fits_in_what_is_queued():
     p = plan(rtf=0.5, queued=2.4)  # 0.7 * 2.4 = 1.68 s of compute: 200 frames (1.3 s) fit
     assert p.next_end(0, FRAMES, PAUSES) == 200
-    assert p.next_end(200, FRAMES, PAUSES) == 300
+    assert p.next_end(100, FRAMES, PAUSES) == 300
+    assert p.next_end(200, FRAMES, PAUSES) == FRAMES  # the rest, 1.3 s, fits
 
 
 def test_while_others_wait_a_part_is_kept_to_the_limit_where_a_pause_allows():
@@ -118,8 +118,6 @@ def test_the_cost_model_learns_the_machine():
     # The first measurement replaces the pessimistic guess...
     cost.observe(80, 24, 0.05 + 0.25 * 104 * 0.0125)
     assert cost.rtf == pytest.approx(0.25)
-    cost.observe_prepare(0.3)
-    assert cost.prepare == pytest.approx(0.3)
     # ...later ones are averaged in: one slow pass moves it halfway, not all the way.
     cost.observe(80, 24, 0.05 + 0.75 * 104 * 0.0125)
     assert cost.rtf == pytest.approx(0.5)

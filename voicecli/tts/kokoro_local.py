@@ -154,9 +154,7 @@ class Speaker:
         for chunk in chunks:
             if cancel is not None and cancel.cancelled:
                 return
-            began = time.perf_counter()
             utt = synth.engine.prepare(chunk.phonemes, pack, speed, synth.precision)
-            self.plan.cost.observe_prepare(time.perf_counter() - began)
             pauses = utt.pauses() if synth.mode == "phrases" else []
             lead, start, end, tail = self._layout(utt, pauses)
             rest -= len(chunk.phonemes)

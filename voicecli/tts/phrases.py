@@ -41,32 +41,26 @@ WINDOW_GAIN = 0.15  # seconds
 @dataclass
 class CostModel:
     """Seconds to decode ``n`` generator frames: a fixed cost per call plus a real-time
-    factor learned from measurements, and the text stages' seconds, learned too. Starts
-    pessimistic: a first guess that is too low would leave a gap, one that is too high
-    only cuts a little early. The first measurement replaces the guess; later ones are
-    averaged in, the newest weighing ``alpha``."""
+    factor learned from measurements. Starts pessimistic: a first guess that is too low
+    would leave a gap, one that is too high only cuts a little early. The first
+    measurement replaces the guess; later ones are averaged in, the newest weighing
+    ``alpha``."""
 
     rtf: float = 1.0
     per_call: float = 0.05
-    prepare: float = 0.5  # seconds of text stages before a sentence's first part
     alpha: float = 0.5  # weight of the newest measurement
-    _measured: set[str] = field(default_factory=set, repr=False)
+    _measured: bool = field(default=False, repr=False)
 
     def predict(self, frames: int, context: int = 0) -> float:
         return self.per_call + self.rtf * (frames + context) * FRAME_SECONDS
 
     def observe(self, frames: int, context: int, seconds: float) -> None:
         audio = (frames + context) * FRAME_SECONDS
-        if audio > 0:
-            self._learn("rtf", max(0.01, (seconds - self.per_call) / audio))
-
-    def observe_prepare(self, seconds: float) -> None:
-        self._learn("prepare", seconds)
-
-    def _learn(self, name: str, value: float) -> None:
-        weight = self.alpha if name in self._measured else 1.0
-        self._measured.add(name)
-        setattr(self, name, getattr(self, name) + weight * (value - getattr(self, name)))
+        if audio <= 0:
+            return
+        rtf = max(0.01, (seconds - self.per_call) / audio)
+        self.rtf += (self.alpha if self._measured else 1.0) * (rtf - self.rtf)
+        self._measured = True
 
 
 @dataclass
@@ -107,10 +101,9 @@ class PhrasePlan:
         end that is not in ``pauses`` (nor ``frames``) is a window: the next part must
         hold its statistics, and is ``inside`` a word.
 
-        The whole rest if its decoding fits in the queued audio, keeping room for the next
-        sentence's text stages and first phrase; otherwise the farthest pause whose part
-        still fits; ``inside`` a word, where a stall must never fall, else the rest or the
-        farthest window that fits. With nothing queued (the start of a turn) or nothing
+        The whole rest if its decoding fits in the queued audio; otherwise the farthest
+        pause whose part still fits; ``inside`` a word, where a stall must never fall,
+        else the farthest window that fits. With nothing queued (the start of a turn) or nothing
         fitting, the pause that keeps the listener waiting least in all: the wait for
         this part plus the stall, if any, while the part after it is decoded. Where that
         is silence of more than ``WINDOW_GAIN``, a window saving that much instead: the
@@ -120,9 +113,10 @@ class PhrasePlan:
         ahead = self.playhead.ahead()
         budget = SAFETY * ahead
         cap = float("inf") if self.max_seconds is None else self.max_seconds
-        after = self.cost.prepare + self.cost.predict(self.min_part, self.context)
         whole = self.cost.predict(frames - start, self.context)
-        if whole <= budget - after and whole <= cap:
+        # A cut would not help the next sentence: its text stages wait for all of this
+        # one's parts either way, and a cut adds a pass and gives up exactness.
+        if whole <= min(budget, cap):
             return frames
         usable = [p for p in pauses if p - start >= self.min_part and frames - p >= self.min_part]
         fitting = [
@@ -131,11 +125,8 @@ class PhrasePlan:
         if fitting:
             return fitting[-1]
         window = self._window(start, frames, usable, min(budget, cap), ahead)
-        if inside:
-            if whole <= min(budget, cap):
-                return frames
-            if window is not None:
-                return window
+        if inside and window is not None:
+            return window
         best = min(
             [*usable, frames], key=lambda end: self._silence(start, end, frames, usable, ahead)
         )

@@ -1,13 +1,14 @@
 """When to cut an utterance's audio into phrases, and when not to.
 
-A sentence decoded whole is exact Kokoro. Decoded in parts, each part's InstanceNorm
-statistics are its own (pooled with the parts before it), which sounds natural only
-when the part is a phrase bounded by silence; so parts are cut inside pauses the
-model itself predicts, and only when waiting for the whole rest would leave the
-listener in silence. Where no pause comes soon enough, a part may end anywhere as a
-*window*: the part after it keeps its statistics (``Statistics.hold``), so the two join
-as one decode would, with no seam. The decision compares two things it measures as it
-goes:
+A sentence decoded in one pass is normalised over all of it, as Kokoro does (over its
+silences too, which the synthesizer leaves out: docs/streaming.md). Decoded in parts,
+each part's InstanceNorm statistics are its own (pooled with the parts before it),
+which sounds natural only when the part is a phrase bounded by silence; so parts are
+cut inside pauses the model itself predicts, and only when waiting for the whole
+rest would leave the listener in silence. Where no pause comes soon enough, a part may
+end anywhere as a *window*: the part after it keeps its statistics
+(``Statistics.hold``), so the two join as one decode would, with no seam. The decision
+compares two things it measures as it goes:
 
 * ``Playhead``: how much audio the listener still has queued, on a virtual playhead
   that starts playing at the first chunk and never pauses. The device starts later and
@@ -115,7 +116,7 @@ class PhrasePlan:
         cap = float("inf") if self.max_seconds is None else self.max_seconds
         whole = self.cost.predict(frames - start, self.context)
         # A cut would not help the next sentence: its text stages wait for all of this
-        # one's parts either way, and a cut adds a pass and gives up exactness.
+        # one's parts either way, and a cut adds a pass and changes the normalisation.
         if whole <= min(budget, cap):
             return frames
         usable = [p for p in pauses if p - start >= self.min_part and frames - p >= self.min_part]

@@ -79,7 +79,7 @@ def test_with_audio_queued_a_window_that_fits_instead_of_a_stall():
 
 
 def test_the_rest_is_decoded_whole_whenever_that_fits_in_what_is_queued():
-    assert plan(rtf=0.5, queued=10.0).next_end(0, FRAMES, PAUSES) == FRAMES  # exact: no cut
+    assert plan(rtf=0.5, queued=10.0).next_end(0, FRAMES, PAUSES) == FRAMES  # no cut
     # Decoding the rest costs 0.05 + 0.5 * 5 = 2.55 s, and 0.7 of 3.7 s queued covers it.
     # A cut would not bring the next sentence's text stages any sooner: they wait for all
     # of this sentence's parts either way.

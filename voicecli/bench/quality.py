@@ -18,6 +18,11 @@ Strategies:
     The whole sentence in one part, with the decoder's convolutions in bfloat16
     (``--precision``), its front's and the generator's: what that precision alone
     changes.
+``whole-trimmed``
+    The whole sentence in one part, but only from its first phoneme to where its speech
+    dies away, its lead-in and trailing pause given as zeros: what the synthesizer does
+    with every sentence it does not cut. Leaving the silences out of the decode leaves
+    them out of the norms' statistics too.
 ``phrases-first`` / ``phrases-all``
     Parts cut only inside pauses, as the synthesizer cuts them. ``phrases-first`` is a
     cold start, the first sentence of a turn: its leading silence trimmed and one cut,
@@ -57,6 +62,7 @@ STRATEGIES = (
     "windows-own",
     "windows-pooled",
     "whole-bfloat16",
+    "whole-trimmed",
     "phrases-first",
     "phrases-all",
     "held-first",
@@ -121,6 +127,9 @@ def cuts(strategy: str, utt: Any, min_part: int) -> tuple[int, list[int]]:
     frames = utt.frames
     if strategy.startswith("windows"):
         return 0, windows(frames)
+    if strategy == "whole-trimmed":  # as Speaker lays a sentence out
+        start, end = utt.onset(), utt.speech_end()
+        return start, [end if end > start else frames]
     if strategy.startswith("whole"):
         return 0, [frames]
     cold = strategy in ("phrases-first", "held-first")
@@ -161,6 +170,8 @@ def render(engine: Any, utt: Any, strategy: str, min_part: int) -> tuple[int, li
     for end in ends:
         parts.append(decoder.next(end))
         stats.hold = strategy == "held-first" and end not in pauses
+    silence = np.zeros((utt.frames - ends[-1]) * FRAME_SAMPLES, np.float32)
+    parts[-1] = np.concatenate([parts[-1], silence])  # a trailing pause not decoded
     return start * FRAME_SAMPLES, parts
 
 

@@ -127,9 +127,9 @@ def cuts(strategy: str, utt: Any, min_part: int) -> tuple[int, list[int]]:
     frames = utt.frames
     if strategy.startswith("windows"):
         return 0, windows(frames)
-    if strategy == "whole-trimmed":  # as Speaker lays a sentence out
-        start, end = utt.onset(), utt.speech_end()
-        return start, [end if end > start else frames]
+    if strategy == "whole-trimmed":
+        start, end = utt.speech()
+        return start, [end]
     if strategy.startswith("whole"):
         return 0, [frames]
     cold = strategy in ("phrases-first", "held-first")

@@ -148,6 +148,12 @@ class Utterance:
             return self.frames
         return min(self.frames, int(loud[-1]) + 1 + margin)
 
+    def speech(self) -> tuple[int, int]:
+        """The generator frames phrases mode decodes, from ``onset`` to ``speech_end``:
+        all of them when the energy puts the end before the onset."""
+        start, end = self.onset(), self.speech_end()
+        return start, end if end > start else self.frames
+
     @property
     def tokens(self) -> str:
         """The phonemes the model saw (those in its vocabulary), one per duration after

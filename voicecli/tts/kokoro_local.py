@@ -207,10 +207,7 @@ class Speaker:
         fresh, self._fresh = self._fresh, False
         if self.synth.mode == "sentence":
             return 0, 0, utt.frames, 0
-        start = utt.onset()
-        end = utt.speech_end()
-        if end <= start:
-            end = utt.frames
+        start, end = utt.speech()
         if fresh:
             lead = 0
         elif self._slack is None:

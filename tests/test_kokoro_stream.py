@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from voicecli.bench.quality import snr_db
 from voicecli.cancel import CancelToken
 from voicecli.frames import Sentence
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, Timeline
@@ -123,15 +124,49 @@ def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
     assert all(isinstance(steps[i + 1], np.ndarray) for i in prepares)  # then its audio
 
 
-def test_the_silence_after_the_speech_is_zeros_not_decoded(tiny_synth, speech_stops_early):
+def prepared(synth, monkeypatch) -> list[Utterance]:
+    """Every utterance ``synth`` prepares from now on, in order."""
+    utts = []
+    prepare = synth.engine.prepare
+
+    def recording(*args, **kwargs):
+        utts.append(prepare(*args, **kwargs))
+        return utts[-1]
+
+    monkeypatch.setattr(synth.engine, "prepare", recording)
+    return utts
+
+
+def test_a_sentence_that_fits_in_one_pass_is_kokoros_render_silences_and_all(
+    tiny_synth, speech_stops_early, monkeypatch
+):
+    monkeypatch.setattr(Utterance, "onset", lambda self, margin=4: 4)
+    machine_speed(monkeypatch, 0.0)
+    utts = prepared(tiny_synth, monkeypatch)
     chunks, _ = chunks_of(tiny_synth, SENTENCES)
-    engine = tiny_synth.engine
-    for sentence in SENTENCES:
-        utt = engine.prepare(tiny_synth.phonemes(sentence.text)[0].phonemes, tiny_synth.voice, 1.0)
+    first, second = (np.concatenate(audio_of(chunks, s.index)) for s in SENTENCES)
+    # The turn starts at the first phoneme: its lead-in would only delay.
+    assert first.size == (utts[0].frames - 4) * FRAME_SAMPLES
+    # With audio queued, a sentence is one pass over all of its frames, its lead-in
+    # and the silence after its speech included: they are part of what the norms
+    # average over, so the pass is the whole-sentence render.
+    whole = tiny_synth.engine.decode(utts[1], 0, utts[1].frames, precision=tiny_synth.precision)
+    assert second.size == whole.size
+    assert snr_db(whole, second) > 60
+    assert second[-SILENT_TAIL * FRAME_SAMPLES :].any()  # decoded, not zeros
+
+
+def test_where_the_whole_does_not_fit_the_silence_after_the_speech_is_zeros(
+    tiny_synth, speech_stops_early, monkeypatch
+):
+    machine_speed(monkeypatch, 5.0)
+    utts = prepared(tiny_synth, monkeypatch)
+    chunks, _ = chunks_of(tiny_synth, SENTENCES)
+    for sentence, utt in zip(SENTENCES, utts, strict=True):
         audio = np.concatenate(audio_of(chunks, sentence.index))
         # Every frame is there, as Kokoro times it (the tiny model has no lead-in)...
         assert audio.size == utt.frames * FRAME_SAMPLES
-        # ...and the silence is exactly silent: it was never decoded.
+        # ...and the silence is exactly silent: it was not worth a pass of its own.
         assert not audio[-SILENT_TAIL * FRAME_SAMPLES :].any()
         assert audio[: -SILENT_TAIL * FRAME_SAMPLES].any()
 
@@ -143,17 +178,25 @@ def after_a_clause_cut(synth, monkeypatch, seconds_per_frame: float) -> list[np.
     """The audio of the text after CLAUSE_CUT's clause, on a machine this fast; the
     clause itself ends in a comma's pause whatever the speed."""
     machine_speed(monkeypatch, seconds_per_frame)
+    utts = prepared(synth, monkeypatch)
     chunks, _ = chunks_of(synth, CLAUSE_CUT)
-    first = audio_of(chunks, 0)
-    assert first[-1].size == CLAUSE_PAUSE_FRAMES * FRAME_SAMPLES and not first[-1].any()
+    clause = utts[0]  # the first of the turn: from its first phoneme
+    pause_ends = min(clause.frames, clause.speech_end() + CLAUSE_PAUSE_FRAMES)
+    assert sum(a.size for a in audio_of(chunks, 0)) == (pause_ends - clause.onset()) * FRAME_SAMPLES
     return audio_of(chunks, 1)
 
 
 def test_after_a_clause_cut_a_fast_machine_pauses_as_for_a_comma(
     tiny_synth, speech_stops_early, monkeypatch
 ):
-    second = after_a_clause_cut(tiny_synth, monkeypatch, 0.0)
-    assert second[0].any()  # the next clause starts at once: no lead-in
+    monkeypatch.setattr(Utterance, "onset", lambda self, margin=4: 4)
+    utts = prepared(tiny_synth, monkeypatch)
+    second = np.concatenate(after_a_clause_cut(tiny_synth, monkeypatch, 0.0))
+    # The next clause starts at once, its lead-in decoded (as the norms need it) but
+    # not played: the rest of Kokoro's render of it, exactly.
+    whole = tiny_synth.engine.decode(utts[1], 0, utts[1].frames, precision=tiny_synth.precision)
+    assert second.size == whole.size - 4 * FRAME_SAMPLES
+    assert snr_db(whole[4 * FRAME_SAMPLES :], second) > 60
 
 
 def test_after_a_clause_cut_a_slow_machine_pauses_longer_not_mid_phrase(

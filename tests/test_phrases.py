@@ -87,6 +87,14 @@ def test_the_rest_is_decoded_whole_whenever_that_fits_in_what_is_queued():
     assert plan(rtf=0.5, queued=3.6).next_end(0, FRAMES, PAUSES) < FRAMES  # 2.52 s: a cut
 
 
+def test_one_pass_fits_in_the_queued_audio_and_in_the_limit_while_others_wait():
+    assert not plan(rtf=0.5).fits(1)  # nothing queued: nothing fits
+    p = plan(rtf=0.5, queued=3.7)
+    assert p.fits(FRAMES) and not p.fits(FRAMES + 10)  # 2.55 s and 2.61 s of 2.59
+    p.max_seconds = 0.8
+    assert p.fits(100) and not p.fits(200)
+
+
 def test_otherwise_the_farthest_pause_that_fits_in_what_is_queued():
     p = plan(rtf=0.5, queued=2.4)  # 0.7 * 2.4 = 1.68 s of compute: 200 frames (1.3 s) fit
     assert p.next_end(0, FRAMES, PAUSES) == 200

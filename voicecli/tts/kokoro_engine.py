@@ -149,8 +149,8 @@ class Utterance:
         return min(self.frames, int(loud[-1]) + 1 + margin)
 
     def speech(self) -> tuple[int, int]:
-        """The generator frames phrases mode decodes, from ``onset`` to ``speech_end``:
-        all of them when the energy puts the end before the onset."""
+        """The generator frames that are speech, from ``onset`` to ``speech_end``: all
+        of them when the energy puts the end before the onset."""
         start, end = self.onset(), self.speech_end()
         return start, end if end > start else self.frames
 
@@ -212,7 +212,7 @@ class Statistics:
         # Only the part's own frames count for later parts: context frames are theirs.
         lo, hi = round(core[0] * n), round(core[1] * n)
         own = given = _moments_of(x[..., lo:hi])
-        for side in (x[..., :lo], x[..., hi:]):
+        for side in (x[..., :lo], x[..., hi:]):  # the context: few frames
             if side.shape[-1]:
                 given = _combine(given, _moments_of(side))
         before = self._moments[index]

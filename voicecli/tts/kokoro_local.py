@@ -91,6 +91,26 @@ class PhonemeChunk:
         return chunks
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How one utterance is spoken, in its generator frames: ``zeros`` frames of silence,
+    then the frames decoded from ``start`` on, of which those in [``keep``, ``stop``)
+    are given out. Parts may end at ``pauses`` (but for windows); one ending at
+    ``speech_end`` ends the decoding: the frames after it, to ``stop``, are zeros."""
+
+    zeros: int
+    start: int
+    keep: int
+    speech_end: int
+    stop: int
+    pauses: tuple[int, ...]
+
+    @property
+    def frames(self) -> int:
+        """Frames given out in all."""
+        return self.zeros + self.stop - self.keep
+
+
 class Speaker:
     """Speaks texts one after another to one listener, whose playhead it keeps: a turn
     of ``voicecli chat``, or a connection to ``voicecli serve``."""
@@ -155,26 +175,27 @@ class Speaker:
             if cancel is not None and cancel.cancelled:
                 return
             utt = synth.engine.prepare(chunk.phonemes, pack, speed, synth.precision)
-            pauses = utt.pauses() if synth.mode == "phrases" else []
-            lead, start, end, tail = self._layout(utt, pauses)
+            layout = self._layout(utt)
             rest -= len(chunk.phonemes)
-            samples = (lead + end - start + tail) * FRAME_SAMPLES
+            samples = layout.frames * FRAME_SAMPLES
             self.expected_samples = done + samples + round(rest * samples / len(chunk.phonemes))
-            yield _timed(
-                utt, chunk.words, done + (lead - start) * FRAME_SAMPLES, done, done + samples
-            )
+            shift = done + (layout.zeros - layout.keep) * FRAME_SAMPLES  # where frame 0 lies
+            yield _timed(utt, chunk.words, shift, done, done + samples)
             done += samples
-            if lead:
-                yield self._silence(lead)
+            if layout.zeros:
+                yield self._silence(layout.zeros)
             stats = Statistics("pooled")
+            start = layout.start
             parts = PartDecoder(synth.engine, utt, stats, start, synth.precision)
-            while start < end:
+            while start < utt.frames:
                 if cancel is not None and cancel.cancelled:
                     return
                 if synth.mode == "sentence":
-                    cut = end
+                    cut = utt.frames
                 else:
-                    cut = self.plan.next_end(start, end, pauses, inside=stats.hold)
+                    cut = self._next_cut(
+                        start, utt.frames, layout.speech_end, layout.pauses, stats.hold
+                    )
                 ahead = self.plan.playhead.ahead()
                 began = time.perf_counter()
                 audio = parts.next(cut)
@@ -184,49 +205,71 @@ class Speaker:
                     start, cut, utt.frames, (cut - start) * FRAME_SECONDS, took, ahead,
                 )  # fmt: skip
                 self.plan.cost.observe(cut - start, 2 * CONTEXT, took)
-                self.plan.playhead.emit((cut - start) * FRAME_SECONDS)
-                yield audio
-                stats.hold = cut not in pauses  # a window: the next part continues it
+                lo, hi = max(start, layout.keep), min(cut, layout.stop)
+                if hi > lo:
+                    self.plan.playhead.emit((hi - lo) * FRAME_SECONDS)
+                    yield audio[(lo - start) * FRAME_SAMPLES : (hi - start) * FRAME_SAMPLES]
+                stats.hold = cut not in layout.pauses  # a window: the next continues it
                 start = cut
-            if tail:
-                yield self._silence(tail)
+                if cut == layout.speech_end and layout.stop > cut:
+                    yield self._silence(layout.stop - cut)  # not worth a pass of its own
+                    break
 
-    def _layout(self, utt: Utterance, pauses: list[int]) -> tuple[int, int, int, int]:
-        """How ``utt`` is spoken: frames of silence before it, the frames [start, end)
-        decoded, and frames of silence after it.
+    def _next_cut(
+        self, start: int, frames: int, speech_end: int, pauses: tuple[int, ...], inside: bool
+    ) -> int:
+        """Where the part from ``start`` ends: the whole rest, silence and all, where
+        that fits in one pass (from frame 0 it is then Kokoro's render); else as the
+        plan cuts the speech (``PhrasePlan.next_end``), the silence after it left out."""
+        if self.plan.fits(frames - start):
+            return frames
+        return self.plan.next_end(start, speech_end, list(pauses), inside)
 
-        Sentence mode decodes every frame: the exact reference. In phrases mode Kokoro's
-        silences around the speech (its <bos> lead-in, its trailing pause, a third of a
-        sentence's frames in all and -70 dB on the real weights) are given as zeros, not
-        decoded. The lead-in is dropped at the start of a turn, where it would only
-        delay. After a text cut at a clause mark the pause is a comma's, lengthened
-        (up to the silence Kokoro would have put there) only as much as this machine
-        needs to decode the next phrase before the listener runs out of audio: a pause
-        that the voice plans rather than a stall in the middle of the next phrase.
+    def _layout(self, utt: Utterance) -> _Layout:
+        """How ``utt`` is spoken (see ``_Layout``).
+
+        Sentence mode decodes and gives out every frame: the exact reference. Phrases
+        mode decodes Kokoro's silences around the speech (its <bos> lead-in and its
+        trailing pause, a third of a sentence's frames, -70 dB on the real weights)
+        wherever the whole utterance fits in one pass, as they are part of what the 48
+        norms average over: that pass is then Kokoro's own render, exact. Where it does
+        not fit, a part may end where the speech does, and the pause after it is zeros;
+        the lead-in is left out of the decode too, as the parts' normalisation is their
+        own anyway. At the start of a turn the lead-in is not played: it would only
+        delay the first sound. After a text cut at a clause mark the pause is a comma's,
+        lengthened (up to the silence Kokoro would have put there) only as much as this
+        machine needs to decode the next phrase before the listener runs out of audio: a
+        pause that the voice plans rather than a stall in the middle of the next phrase.
         """
         fresh, self._fresh = self._fresh, False
+        frames = utt.frames
         if self.synth.mode == "sentence":
-            return 0, 0, utt.frames, 0
-        start, end = utt.speech()
+            return _Layout(0, 0, 0, frames, frames, ())
+        onset, speech_end = utt.speech()
+        pauses = tuple(p for p in utt.pauses() if p < speech_end)
+        start = 0 if not fresh and self.plan.fits(frames) else onset
         if fresh:
             lead = 0
         elif self._slack is None:
-            lead = start
+            lead = onset
         else:
-            cut = self.plan.next_end(start, end, pauses)
+            cut = self._next_cut(start, frames, speech_end, pauses, inside=False)
             ahead = self.ahead()
             wait = self.plan.cost.predict(cut - start, self.plan.context) - ahead
-            lead = min(self._slack + start, max(0, math.ceil(wait / FRAME_SECONDS)))
+            lead = min(self._slack + onset, max(0, math.ceil(wait / FRAME_SECONDS)))
             log.debug(
                 "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",
                 lead, ahead, cut - start,
             )  # fmt: skip
-        tail = utt.frames - end
+        stop = frames
         self._slack = None
         if utt.phonemes.rstrip()[-1:] in CLAUSE_MARKS:
-            self._slack = max(0, tail - CLAUSE_PAUSE_FRAMES)
-            tail -= self._slack
-        return lead, start, end, tail
+            stop = min(frames, speech_end + CLAUSE_PAUSE_FRAMES)
+            self._slack = frames - stop
+        # ``lead`` frames of silence before the onset: Kokoro's own as far as they are
+        # decoded, zeros for the rest.
+        keep = max(start, onset - lead)
+        return _Layout(keep - (onset - lead), start, keep, speech_end, stop, pauses)
 
     def _silence(self, frames: int) -> np.ndarray:
         self.plan.playhead.emit(frames * FRAME_SECONDS)

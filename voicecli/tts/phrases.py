@@ -1,10 +1,10 @@
 """When to cut an utterance's audio into phrases, and when not to.
 
 A sentence decoded in one pass is normalised over all of it, as Kokoro does (over its
-silences too, which the synthesizer leaves out: docs/streaming.md). Decoded in parts,
-each part's InstanceNorm statistics are its own (pooled with the parts before it),
-which sounds natural only when the part is a phrase bounded by silence; so parts are
-cut inside pauses the model itself predicts, and only when waiting for the whole
+silences too, which is why the synthesizer decodes them: docs/streaming.md). Decoded in
+parts, each part's InstanceNorm statistics are its own (pooled with the parts before
+it), which sounds natural only when the part is a phrase bounded by silence; so parts
+are cut inside pauses the model itself predicts, and only when waiting for the whole
 rest would leave the listener in silence. Where no pause comes soon enough, a part may
 end anywhere as a *window*: the part after it keeps its statistics
 (``Statistics.hold``), so the two join as one decode would, with no seam. The decision
@@ -20,6 +20,7 @@ compares two things it measures as it goes:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -112,20 +113,16 @@ class PhrasePlan:
         ``max_seconds``, a part longer than that is cut at its first usable pause.
         """
         ahead = self.playhead.ahead()
-        budget = SAFETY * ahead
-        cap = float("inf") if self.max_seconds is None else self.max_seconds
-        whole = self.cost.predict(frames - start, self.context)
+        limit = self._limit(ahead)
         # A cut would not help the next sentence: its text stages wait for all of this
         # one's parts either way, and a cut adds a pass and changes the normalisation.
-        if whole <= min(budget, cap):
+        if self.cost.predict(frames - start, self.context) <= limit:
             return frames
         usable = [p for p in pauses if p - start >= self.min_part and frames - p >= self.min_part]
-        fitting = [
-            p for p in usable if self.cost.predict(p - start, self.context) <= min(budget, cap)
-        ]
+        fitting = [p for p in usable if self.cost.predict(p - start, self.context) <= limit]
         if fitting:
             return fitting[-1]
-        window = self._window(start, frames, usable, min(budget, cap), ahead)
+        window = self._window(start, frames, usable, limit, ahead)
         if inside and window is not None:
             return window
         best = min(
@@ -138,9 +135,24 @@ class PhrasePlan:
                 waits = max(0.0, self.cost.predict(window - start, self.context) - ahead)
                 if waits < silence - WINDOW_GAIN:
                     return window
-        if self.cost.predict(best - start, self.context) > cap and usable:
+        if self.cost.predict(best - start, self.context) > self._cap and usable:
             return usable[0]
         return best
+
+    def _limit(self, ahead: float | None = None) -> float:
+        """Seconds one part may take to decode without leaving the listener in silence
+        (nor, under ``max_seconds``, other clients waiting long)."""
+        ahead = self.playhead.ahead() if ahead is None else ahead
+        return min(SAFETY * ahead, self._cap)
+
+    @property
+    def _cap(self) -> float:
+        return math.inf if self.max_seconds is None else self.max_seconds
+
+    def fits(self, frames: int) -> bool:
+        """Whether ``frames`` decoded in one part fit in the queued audio (and in
+        ``max_seconds``)."""
+        return self.cost.predict(frames, self.context) <= self._limit()
 
     def _window(
         self, start: int, frames: int, pauses: list[int], limit: float, ahead: float

@@ -154,6 +154,9 @@ def test_the_quality_bench_finds_windowing_exact_and_loses_no_sample(tiny_synth)
     for strategy in bench_quality.STRATEGIES:
         assert summary[strategy]["lost_or_duplicated_samples"] == 0
     assert summary["windows-exact"]["chunks"] > len(result["rows"])  # it did cut
+    # Over all sentences: the exact strategy stays exact, and a cut one counts.
+    assert summary["windows-exact"]["snr_db_all"] > 60
+    assert summary["phrases-all"]["snr_db_all"] < summary["windows-exact"]["snr_db_all"]
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ class PhonemeChunk:
 class _Layout:
     """How one utterance is spoken, in its generator frames: ``zeros`` frames of silence,
     then the frames decoded from ``start`` on, of which those in [``keep``, ``stop``)
-    are given out. Parts may end at ``pauses`` (but for windows); one ending at
+    are given out. Parts end at ``pauses`` (or, as windows, anywhere); one ending at
     ``speech_end`` ends the decoding: the frames after it, to ``stop``, are zeros."""
 
     zeros: int

@@ -95,6 +95,16 @@ def test_one_pass_fits_in_the_queued_audio_and_in_the_limit_while_others_wait():
     assert p.fits(100) and not p.fits(200)
 
 
+def test_the_silence_after_the_speech_is_decoded_only_with_the_whole_rest():
+    # 0.7 * 3.7 s covers the whole 400 frames (2.55 s): silence and all, in one pass.
+    assert plan(rtf=0.5, queued=3.7).next_end(0, FRAMES, PAUSES, speech_end=350) == FRAMES
+    # 0.7 * 3.4 s does not, but covers the speech alone (350 frames, 2.24 s).
+    assert plan(rtf=0.5, queued=3.4).next_end(0, FRAMES, PAUSES, speech_end=350) == 350
+    # Less still: the speech is planned as if it were all there is.
+    p = plan(rtf=0.5, queued=2.4)
+    assert p.next_end(0, FRAMES, PAUSES, speech_end=350) == p.next_end(0, 350, PAUSES) == 200
+
+
 def test_otherwise_the_farthest_pause_that_fits_in_what_is_queued():
     p = plan(rtf=0.5, queued=2.4)  # 0.7 * 2.4 = 1.68 s of compute: 200 frames (1.3 s) fit
     assert p.next_end(0, FRAMES, PAUSES) == 200

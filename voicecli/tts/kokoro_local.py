@@ -193,8 +193,8 @@ class Speaker:
                 if synth.mode == "sentence":
                     cut = utt.frames
                 else:
-                    cut = self._next_cut(
-                        start, utt.frames, layout.speech_end, layout.pauses, stats.hold
+                    cut = self.plan.next_end(
+                        start, utt.frames, layout.pauses, stats.hold, layout.speech_end
                     )
                 ahead = self.plan.playhead.ahead()
                 began = time.perf_counter()
@@ -214,16 +214,6 @@ class Speaker:
                 if cut == layout.speech_end and layout.stop > cut:
                     yield self._silence(layout.stop - cut)  # not worth a pass of its own
                     break
-
-    def _next_cut(
-        self, start: int, frames: int, speech_end: int, pauses: tuple[int, ...], inside: bool
-    ) -> int:
-        """Where the part from ``start`` ends: the whole rest, silence and all, where
-        that fits in one pass (from frame 0 it is then Kokoro's render); else as the
-        plan cuts the speech (``PhrasePlan.next_end``), the silence after it left out."""
-        if self.plan.fits(frames - start):
-            return frames
-        return self.plan.next_end(start, speech_end, list(pauses), inside)
 
     def _layout(self, utt: Utterance) -> _Layout:
         """How ``utt`` is spoken (see ``_Layout``).
@@ -253,7 +243,7 @@ class Speaker:
         elif self._slack is None:
             lead = onset
         else:
-            cut = self._next_cut(start, frames, speech_end, pauses, inside=False)
+            cut = self.plan.next_end(start, frames, pauses, speech_end=speech_end)
             ahead = self.ahead()
             wait = self.plan.cost.predict(cut - start, self.plan.context) - ahead
             lead = min(self._slack + onset, max(0, math.ceil(wait / FRAME_SECONDS)))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from voicecli.frames import SAMPLE_RATE
@@ -98,10 +99,20 @@ class PhrasePlan:
     # while other clients wait for their turn, so that no part of one keeps them long.
     max_seconds: float | None = None
 
-    def next_end(self, start: int, frames: int, pauses: list[int], inside: bool = False) -> int:
+    def next_end(
+        self,
+        start: int,
+        frames: int,
+        pauses: Sequence[int],
+        inside: bool = False,
+        speech_end: int | None = None,
+    ) -> int:
         """Where the part beginning at ``start`` should end (``frames`` = the end). An
         end that is not in ``pauses`` (nor ``frames``) is a window: the next part must
-        hold its statistics, and is ``inside`` a word.
+        hold its statistics, and is ``inside`` a word. Frames from ``speech_end`` on are
+        silence: worth decoding only in one pass with the whole rest (the norms average
+        over them), so where that does not fit the plan is for the speech alone, and a
+        part ending at ``speech_end`` is the last.
 
         The whole rest if its decoding fits in the queued audio; otherwise the farthest
         pause whose part still fits; ``inside`` a word, where a stall must never fall,
@@ -118,6 +129,8 @@ class PhrasePlan:
         # one's parts either way, and a cut adds a pass and changes the normalisation.
         if self.cost.predict(frames - start, self.context) <= limit:
             return frames
+        if speech_end is not None and speech_end < frames:
+            return self.next_end(start, speech_end, pauses, inside)
         usable = [p for p in pauses if p - start >= self.min_part and frames - p >= self.min_part]
         fitting = [p for p in usable if self.cost.predict(p - start, self.context) <= limit]
         if fitting:

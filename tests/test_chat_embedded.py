@@ -12,8 +12,8 @@ from tests.wavfile import read_wav
 from voicecli.cli import cli
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None,
-    reason="llama-cpp-python is not installed: ./install.sh (scripts/build_llama_wheel.sh)",
+    importlib.util.find_spec("xllamacpp") is None,
+    reason="xllamacpp is not installed: ./install.sh",
 )
 
 
@@ -29,7 +29,7 @@ def llama_servers() -> set[int]:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"llama_cpp.server" in cmd and state != "Z":
+        if b"voicecli.llm_process" in cmd and state != "Z":
             pids.add(int(entry))
     return pids
 

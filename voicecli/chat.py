@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 CUT_OFF = "[interrupted: the user heard only the text above]"
 PROMPT = "you> "
 HISTORY_LENGTH = 1000
+# SmolLM2-135M drifts at llama.cpp's default 0.8 ("Le Jura is the capital of France"); at 0
+# it repeats itself. 0.2 answered 6-7 of 10 simple questions right (docs/embedded-llm.md).
+EMBEDDED_TEMPERATURE = 0.2
 
 COMMANDS = {
     "/voice NAME": "speak with another voice or blend (af_heart+am_adam)",
@@ -74,15 +77,20 @@ def connect_llm(settings: Settings, local: LocalLLMServer | None) -> ChatClient:
         )
     with display.err.status("Starting the embedded LLM…", spinner="dots"):
         local.wait_ready()
+        endpoint = local.endpoint
         client = ChatClient(
-            base_url=local.base_url,
-            api_key=local.api_key,
-            model=local.model_name,
-            temperature=settings.temperature,
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key,
+            model=endpoint.model,
+            temperature=EMBEDDED_TEMPERATURE
+            if settings.temperature is None
+            else settings.temperature,
             max_tokens=settings.max_tokens,
+            timeout=settings.llm_timeout,
+            socket=endpoint.socket,
         )
         client.warm_up(settings.system_prompt)
-    display.note(f"LLM: embedded {local.model_path.name} at {local.base_url}")
+    display.note(f"LLM: embedded {local.model_path.name}")
     return client
 
 

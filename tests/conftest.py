@@ -70,6 +70,9 @@ def pytest_configure(config):
     empty.parent.mkdir(exist_ok=True)
     empty.write_text("")
     os.environ["VOICECLI_CONFIG"] = str(empty)
+    # Every command runs in-process unless a test asks for the resident engine
+    # (tests/test_engine.py), which then gets a runtime directory of its own.
+    os.environ["VOICECLI_ENGINE"] = "0"
     _private_capture_file()
 
 

@@ -31,6 +31,11 @@ class Settings:
     region: str | None = None
     endpoint_url: str | None = None  # ws://HOST:PORT; with sagemaker_endpoint, the runtime's URL
     sagemaker_api: str = "auto"  # auto | bidirectional | response-stream
+    # The resident engine: Kokoro and the embedded LLM stay loaded in one background
+    # process per user, and say and chat become its clients (voicecli engine --help).
+    engine: bool = True
+    engine_idle: float = 900.0  # seconds with no client before the engine exits
+    runtime_dir: Path | None = None  # its socket's directory; None: $XDG_RUNTIME_DIR/voicecli
     # Output
     device: str | None = None  # sounddevice index or name; None: the default output
     output: Path | None = None  # WAV file
@@ -60,6 +65,9 @@ class Settings:
     llm_timeout: float = 20.0  # seconds to connect, and for each piece of the reply
     # Reporting
     timings: bool = False
+    # Append each turn's timeline (monotonic timestamps) to this file as a JSON line:
+    # how `bench --startup` learns when a separate process's first sound played.
+    timeline_file: Path | None = None
     verbose: bool = False
     log_file: Path | None = None
 
@@ -178,6 +186,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "synth_threads": (1, 256),
     "llm_threads": (1, 256),
     "llm_nice": (0, 19),
+    "engine_idle": (1.0, 7 * 86400.0),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "synthesis": ("phrases", "sentence"),

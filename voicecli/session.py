@@ -7,12 +7,14 @@ quits cleanly; a second Ctrl-C while that cleanup runs exits at once.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import FrameType
 
 from voicecli import display
@@ -100,6 +102,14 @@ class Turn:
         )
 
 
+def _append_json(path: Path, record: dict) -> None:
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+    except OSError as exc:
+        raise VoiceCliError(f"Cannot write the timeline file {path}: {exc.strerror}.") from None
+
+
 class Session:
     def __init__(self, settings: Settings, *, keys: bool = True, warm_up: bool = False) -> None:
         self.settings = settings
@@ -133,7 +143,7 @@ class Session:
         self._install_sigint()
         try:
             with display.err.status("Loading the speech model…", spinner="dots"):
-                self.synth = make_synthesizer(self.settings)
+                self.synth = make_synthesizer(self.settings, notify=display.note)
                 if self._warm_up:  # while the user is still typing
                     self.synth.warm_up()
             self.sink = make_sink(self.settings, self.synth.sample_rate)
@@ -227,6 +237,8 @@ class Session:
             raise KeyboardInterrupt
         if self.settings.timings:
             display.show_timings(timeline)
+        if self.settings.timeline_file is not None:
+            _append_json(self.settings.timeline_file, timeline.to_dict())
         return result
 
     # --- Ctrl-C ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ import click
 from voicecli import __version__
 from voicecli.cli import commands
 from voicecli.cli.bench import bench
+from voicecli.cli.engine import engine
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,6 +29,7 @@ for command in (
     commands.devices,
     commands.import_weights,
     bench,
+    engine,
 ):
     cli.add_command(command)
 

@@ -72,6 +72,12 @@ synthesis_options = _group(
         "the SageMaker runtime's URL (https://...).",
     ),
     click.option(
+        "--engine/--no-engine",
+        default=None,
+        help="Speak through the resident engine, which keeps the model loaded between "
+        "commands (default), or load everything in this process.",
+    ),
+    click.option(
         "--sagemaker-api",
         type=click.Choice(["auto", "bidirectional", "response-stream"]),
         help="auto: the bidirectional stream where its package is installed (Python 3.12+), "

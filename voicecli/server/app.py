@@ -18,11 +18,11 @@ Concurrency model (CPU, one model):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from voicecli import protocol as p
@@ -35,15 +35,23 @@ from voicecli.server.ws import Session
 def create_app(
     synth_factory: Callable[[], SpeechModel],
     limits: Limits | None = None,
+    *,
+    engine: Engine | None = None,
+    routes: Sequence[BaseRoute] = (),
+    background: Callable[[], Awaitable[None]] | None = None,
 ) -> Starlette:
     """The ASGI app. ``synth_factory`` runs in a thread at startup; /ping says 503 until
-    it returns."""
-    engine = Engine(synth_factory, limits or Limits())
+    it returns. The resident engine passes its own ``engine``, its ``routes`` and a
+    ``background`` task that runs while the app does."""
+    engine = engine or Engine(synth_factory, limits or Limits())
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine.start(asyncio.get_running_loop())
+        task = asyncio.create_task(background()) if background is not None else None
         yield
+        if task is not None:
+            task.cancel()
         engine.stop()
 
     async def websocket(ws: WebSocket) -> None:
@@ -54,6 +62,7 @@ def create_app(
             Route("/ping", ping_route(engine), methods=["GET"]),
             Route("/invocations", invocations_route(engine), methods=["POST"]),
             WebSocketRoute(p.WS_PATH, websocket),
+            *routes,
         ],
         lifespan=lifespan,
     )

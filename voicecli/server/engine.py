@@ -160,6 +160,12 @@ class Engine:
         self.ready = threading.Event()  # the model is loaded
         self._settled = threading.Event()  # loaded, or failed to
 
+    @property
+    def clients(self) -> int:
+        """Clients connected now (WebSocket sessions and HTTP requests)."""
+        with self._work:
+            return len(self._listeners)
+
     # --- the loop's side --------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

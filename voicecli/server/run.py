@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import h11
 import uvicorn
+from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from voicecli.config import Settings
@@ -93,11 +94,17 @@ def limit_send_buffer(transport: asyncio.BaseTransport) -> None:
 
 
 def make_server(
-    synth_factory: Callable[[], SpeechModel], limits: Limits | None = None, log_level: str = "info"
+    synth_factory: Callable[[], SpeechModel],
+    limits: Limits | None = None,
+    log_level: str = "info",
+    *,
+    app: Starlette | None = None,
 ) -> uvicorn.Server:
+    """uvicorn serving ``create_app(synth_factory, limits)``, or ``app`` (the resident
+    engine's, built on the same)."""
     limits = limits or Limits()
     config = uvicorn.Config(
-        create_app(synth_factory, limits),
+        app or create_app(synth_factory, limits),
         log_level=log_level,
         http=HeadTimeoutH11,
         # Oversized frames are refused by the WebSocket layer (close code 1009).
@@ -124,19 +131,17 @@ def serve(
     make_server(synth_factory, limits, log_level).run(sockets=[sock])
 
 
-def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
-    def load() -> SpeechModel:
-        from voicecli.tts.kokoro_local import KokoroSynthesizer
+def kokoro_factory(settings: Settings, warm_up: bool = False) -> Callable[[], SpeechModel]:
+    """Local Kokoro from ``settings``; ``warm_up``: pay the first forward passes before
+    the server says it is ready (the resident engine's first client should not)."""
 
-        return KokoroSynthesizer(
-            mode=settings.synthesis,
-            voice=settings.voice,
-            speed=settings.speed,
-            lang=settings.lang,
-            model_dir=settings.model_dir,
-            threads=settings.synth_threads,
-            precision=settings.synth_precision,
-        )
+    def load() -> SpeechModel:
+        from voicecli.tts.factory import local_synthesizer
+
+        synth = local_synthesizer(settings)  # KokoroSynthesizer: a SpeechModel too
+        if warm_up:
+            synth.warm_up()
+        return synth  # type: ignore[return-value]
 
     return load
 

@@ -1,16 +1,23 @@
-"""The synthesizer that the settings ask for: a remote endpoint, or local Kokoro.
+"""The synthesizer that the settings ask for: a remote endpoint, the resident engine,
+or local Kokoro in this process.
 
 Each backend is imported only when chosen: local Kokoro imports torch, which takes
-seconds and which a remote-only client does not need.
+seconds and which a client of a server or of the engine does not need.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from voicecli.config import Settings
 from voicecli.frames import Synthesizer
 
 
-def make_synthesizer(settings: Settings) -> Synthesizer:
+def make_synthesizer(
+    settings: Settings, notify: Callable[[str], None] | None = None
+) -> Synthesizer:
+    """``notify`` hears what the engine client has to say (it is starting, or it died
+    and the turn goes on in-process)."""
     if settings.sagemaker_endpoint:
         from voicecli.tts.sagemaker import SageMakerSynthesizer
 
@@ -30,6 +37,15 @@ def make_synthesizer(settings: Settings) -> Synthesizer:
         return WebSocketSynthesizer(
             settings.endpoint_url, voice=settings.voice, speed=settings.speed
         )
+    if settings.engine:
+        from voicecli.tts.resident import EngineSynthesizer
+
+        return EngineSynthesizer(settings, lambda: local_synthesizer(settings), notify)
+    return local_synthesizer(settings)
+
+
+def local_synthesizer(settings: Settings) -> Synthesizer:
+    """Kokoro in this process: the one place it is built from settings."""
     from voicecli.tts.kokoro_local import KokoroSynthesizer
 
     return KokoroSynthesizer(

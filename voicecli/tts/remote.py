@@ -24,6 +24,11 @@ from voicecli.tts.protocol_turn import RemoteSynthesizer, TurnState, explain_err
 log = logging.getLogger(__name__)
 
 
+class ConnectionLost(VoiceCliError):
+    """The speech server could not be reached, or its connection broke mid-turn (as
+    opposed to an error it replied with): a caller with another way to speak may use it."""
+
+
 def websocket_url(endpoint_url: str) -> str:
     parts = urlsplit(endpoint_url)
     if parts.scheme not in ("ws", "wss") or not parts.netloc:
@@ -47,27 +52,34 @@ class WebSocketSynthesizer(RemoteSynthesizer):
         open_timeout: float = 10.0,
         read_timeout: float = 60.0,
         max_in_flight: int = p.MAX_IN_FLIGHT,
+        unix_socket: str | None = None,
+        where: str | None = None,
     ) -> None:
         super().__init__(voice, speed)
         self.url = websocket_url(endpoint_url)
+        self.unix_socket = unix_socket  # the resident engine's; the URL then names no host
+        self.where = where or self.url  # for messages
         self.open_timeout = open_timeout
         self.read_timeout = read_timeout  # silence allowed while sentences are unanswered
         self.max_in_flight = max_in_flight
 
     def _connect(self) -> Any:
         from websockets.exceptions import InvalidHandshake, InvalidURI
-        from websockets.sync.client import connect
+        from websockets.sync.client import connect, unix_connect
 
+        options: dict[str, Any] = {
+            "open_timeout": self.open_timeout,
+            "max_size": 4 << 20,
+            "compression": None,
+        }
         try:
-            return connect(
-                self.url,
-                open_timeout=self.open_timeout,
-                max_size=4 << 20,
-                compression=None,
-                proxy=None,
-            )
+            if self.unix_socket is not None:
+                return unix_connect(self.unix_socket, self.url, **options)
+            return connect(self.url, proxy=None, **options)
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
-            raise VoiceCliError(
+            if self.unix_socket is not None:
+                raise ConnectionLost(f"Cannot reach {self.where}: {exc}.") from None
+            raise ConnectionLost(
                 f"Cannot open the speech stream at {self.url}: {exc}. Is `voicecli serve` "
                 "running there? Check --endpoint-url."
             ) from None
@@ -81,7 +93,7 @@ class WebSocketSynthesizer(RemoteSynthesizer):
             return
         # The connection lives for one turn; leaving the block closes it.
         with self._connect() as conn:
-            turn = TurnState(timeline, self.url, self.max_in_flight)
+            turn = TurnState(timeline, self.where, self.max_in_flight)
             failure: list[BaseException] = []
 
             def send_cancel() -> None:
@@ -118,7 +130,7 @@ class WebSocketSynthesizer(RemoteSynthesizer):
                             quiet_since = time.monotonic()
                         elif time.monotonic() - quiet_since > self.read_timeout:
                             raise VoiceCliError(
-                                f"The speech server at {self.url} sent nothing for "
+                                f"The speech server at {self.where} sent nothing for "
                                 f"{self.read_timeout:g} s. It may be overloaded or stuck."
                             ) from None
                         continue
@@ -127,15 +139,15 @@ class WebSocketSynthesizer(RemoteSynthesizer):
                             return
                         if failure:
                             raise failure[0] from None
-                        raise VoiceCliError(
-                            f"The speech server at {self.url} closed the connection ({exc})."
+                        raise ConnectionLost(
+                            f"The speech server at {self.where} closed the connection ({exc})."
                         ) from None
                     quiet_since = time.monotonic()
                     try:
                         message = p.decode_server_frame(data)
                     except p.ProtocolError as exc:
                         raise VoiceCliError(
-                            explain_error({"code": exc.code, "message": exc.message}, self.url)
+                            explain_error({"code": exc.code, "message": exc.message}, self.where)
                         ) from None
                     chunk = turn.handle(message)
                     if chunk is not None and not cancel.cancelled:

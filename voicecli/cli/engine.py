@@ -1,0 +1,110 @@
+"""``voicecli engine``: start, inspect and stop the resident engine that keeps Kokoro
+and the embedded LLM loaded for ``say`` and ``chat``; ``run`` is the engine itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from voicecli import display
+from voicecli.cli.options import config_option, settings_from, user_errors, verbose_option
+
+
+@click.group()
+def engine() -> None:
+    """The resident engine: the model stays loaded between commands."""
+
+
+_engine_options = (
+    config_option,
+    click.option("--voice", help="Default voice (each request may name its own)."),
+    click.option("--lang", help="Kokoro language code."),
+    click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path)),
+    click.option("--synthesis", type=click.Choice(["phrases", "sentence"])),
+    click.option(
+        "--precision", "synth_precision", type=click.Choice(["auto", "float32", "bfloat16"])
+    ),
+    click.option(
+        "--idle",
+        "engine_idle",
+        type=click.FloatRange(1.0, 7 * 86400.0),
+        help="Seconds with no client before the engine exits (default 900).",
+    ),
+    verbose_option,
+)
+
+
+def _with_engine_options(f: Any) -> Any:
+    for option in reversed(_engine_options):
+        f = option(f)
+    return f
+
+
+@engine.command()
+@_with_engine_options
+@user_errors
+def start(config_path: Path | None, **flags: Any) -> None:
+    """Start the engine now (say and chat start it on first use anyway)."""
+    from voicecli.tts.resident import Engine
+
+    settings = settings_from(config_path, **flags)
+    with display.err.status("Starting the voicecli engine…", spinner="dots"):
+        info = Engine(settings).ensure()
+    _print_status(info.details or {}, Engine(settings).socket)
+
+
+@engine.command()
+@config_option
+@user_errors
+def status(config_path: Path | None) -> None:
+    """Say whether the engine runs, with what, for how many clients."""
+    from voicecli.tts.resident import Engine
+
+    handle = Engine(settings_from(config_path))
+    info = handle.probe()
+    if info is None:
+        display.out.print(f"No voicecli engine is running ({handle.socket}).", markup=False)
+        return
+    _print_status(info.details or {}, handle.socket)
+
+
+@engine.command()
+@config_option
+@user_errors
+def stop(config_path: Path | None) -> None:
+    """Stop the engine (its clients finish their turns in-process)."""
+    from voicecli.tts.resident import Engine
+
+    info = Engine(settings_from(config_path)).stop()
+    if info is None:
+        display.out.print("No voicecli engine was running.", markup=False)
+    else:
+        display.out.print(f"Stopped the voicecli engine (pid {info.pid}).", markup=False)
+
+
+@engine.command(hidden=True)
+@_with_engine_options
+@user_errors
+def run(config_path: Path | None, **flags: Any) -> None:
+    """Be the engine, in the foreground (what `start` runs in the background)."""
+    from voicecli.server.resident import run_engine
+
+    run_engine(settings_from(config_path, **flags))
+
+
+def _print_status(details: dict[str, Any], socket: Path) -> None:
+    ident = details.get("identity", {})
+    lines = [
+        f"voicecli engine: pid {details.get('pid')}, {details.get('state')}, "
+        f"{details.get('clients', 0)} client(s)",
+        f"  socket   {socket}",
+        f"  model    {ident.get('model_dir') or 'hexgrad/Kokoro-82M (hub)'}, "
+        f"language {ident.get('lang')}",
+        f"  LLM      {'loaded' if details.get('llm') else 'not loaded (starts with chat)'}",
+        f"  memory   {details.get('rss_mb')} MB; up {details.get('uptime')} s; exits after "
+        f"{details.get('idle_exit'):g} s idle",
+    ]
+    for line in lines:
+        display.out.print(line, markup=False)

@@ -1,0 +1,185 @@
+"""``voicecli engine run``: the server, with its protocol, scheduler and limits, on this
+user's private Unix socket, keeping Kokoro and the embedded LLM loaded for every
+terminal's ``say`` and ``chat`` (clients: ``voicecli.tts.resident``).
+
+Beyond the server's routes it answers ``GET /engine`` (who it is, whether its model is
+ready, how many clients it has) and ``POST /engine/llm`` (start the embedded LLM once,
+and say where it listens). It exits after ``engine_idle`` seconds with no client, and
+removes its socket on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from voicecli.config import Settings
+from voicecli.errors import VoiceCliError
+from voicecli.server.app import create_app
+from voicecli.server.engine import Engine
+from voicecli.server.requests import Limits
+from voicecli.server.run import kokoro_factory, make_server
+from voicecli.tts.resident import INFO_PATH, LLM_PATH, SOCKET_NAME, identity, runtime_dir
+
+log = logging.getLogger(__name__)
+
+# How long a model that failed to load keeps answering /engine, so that the client
+# that started it reads why, before the engine exits.
+FAILED_LINGER = 5.0
+
+
+def bind_unix(path: Path) -> socket.socket:
+    """A listening socket at ``path``, 0600 from the start (umask), replacing a stale one."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise VoiceCliError(f"Cannot listen on {path}: {exc.strerror or exc}.") from None
+    finally:
+        os.umask(old)
+    sock.listen(128)
+    return sock
+
+
+class Resident:
+    """The engine's own state beside the server's: its identity, its idle clock and the
+    embedded LLM, started on first request from the loop's thread (which outlives it,
+    as the LLM's parent-death signal needs)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.identity = identity(settings)
+        self.factory = kokoro_factory(settings, warm_up=True)
+        self.engine = Engine(self.factory, Limits())
+        self.started = time.monotonic()
+        self.last_active = time.monotonic()
+        self.llm = None
+        self._llm_lock = asyncio.Lock()
+        self.server = None  # the uvicorn server, to end it when idle
+
+    async def info(self, request: Request) -> Response:
+        self.last_active = time.monotonic()
+        if self.engine.ready.is_set():
+            state = "ready"
+        elif self.engine.load_error is not None:
+            state = "failed"
+        else:
+            state = "loading"
+        return JSONResponse(
+            {
+                "pid": os.getpid(),
+                "state": state,
+                "error": self.engine.load_error,
+                "identity": self.identity,
+                "clients": self.engine.clients,
+                "uptime": round(time.monotonic() - self.started, 1),
+                "idle_exit": self.settings.engine_idle,
+                "llm": self.llm is not None and self.llm.running(),
+                "rss_mb": _rss_mb(),
+            }
+        )
+
+    async def llm_endpoint(self, request: Request) -> Response:
+        from voicecli.llm_local import LocalLLMServer
+
+        self.last_active = time.monotonic()
+        async with self._llm_lock:
+            try:
+                if self.llm is None or not self.llm.running():
+                    self.llm = LocalLLMServer(
+                        self.settings.llm_model_path,
+                        n_threads=self.settings.llm_threads,
+                        nice=self.settings.llm_nice,
+                    )
+                    self.llm.launch()  # on the loop's thread: see the class docstring
+                    await asyncio.to_thread(self.llm.wait_ready)
+            except VoiceCliError as exc:
+                self.llm = None
+                return JSONResponse({"error": str(exc)})
+            endpoint = self.llm.endpoint
+        self.last_active = time.monotonic()
+        return JSONResponse(
+            {
+                "socket": endpoint.socket,
+                "api_key": endpoint.api_key,
+                "model": endpoint.model,
+                "model_path": endpoint.model_path,
+            }
+        )
+
+    async def watch(self) -> None:
+        """End the server once idle for ``engine_idle`` seconds, or soon after its model
+        failed to load."""
+        failed_at = None
+        while True:
+            await asyncio.sleep(0.5)
+            now = time.monotonic()
+            if self.engine.load_error is not None:
+                failed_at = failed_at or now
+                if now - failed_at > FAILED_LINGER:
+                    break
+                continue
+            if self.engine.clients:
+                self.last_active = now
+            elif now - self.last_active > self.settings.engine_idle:
+                log.info("idle for %g s: exiting", self.settings.engine_idle)
+                break
+        if self.server is not None:
+            self.server.should_exit = True
+
+    def stop_llm(self) -> None:
+        if self.llm is not None:
+            self.llm.stop()
+
+
+def _rss_mb() -> float | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def run_engine(settings: Settings) -> None:
+    """Serve on this user's engine socket until idle, stopped or killed."""
+    path = runtime_dir(settings) / SOCKET_NAME
+    resident = Resident(settings)
+    app = create_app(
+        resident.factory,
+        engine=resident.engine,
+        routes=[
+            Route(INFO_PATH, resident.info, methods=["GET"]),
+            Route(LLM_PATH, resident.llm_endpoint, methods=["POST"]),
+        ],
+        background=resident.watch,
+    )
+    sock = bind_unix(path)
+    inode = path.stat().st_ino
+    level = "debug" if settings.verbose else "warning"
+    server = make_server(resident.factory, resident.engine.limits, level, app=app)
+    resident.server = server
+    log.info("voicecli engine %d listening on %s", os.getpid(), path)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        resident.stop_llm()
+        # Only our own socket: a newer engine may already listen at the same path.
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == inode:
+                path.unlink()
+        sock.close()

@@ -7,12 +7,13 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from voicecli import display
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
+from voicecli.llm_local import SOCKET_BASE_URL
 from voicecli.pipeline import TurnResult
 from voicecli.session import Session
 from voicecli.sources import ChatClient
@@ -40,18 +41,25 @@ COMMANDS = {
 }
 
 
-def launch_llm(settings: Settings, stack: ExitStack) -> LocalLLMServer | None:
-    """Check the LLM settings, and launch the embedded model when no server or key is
-    configured: llama.cpp then loads its model while voicecli loads speech."""
-    use_local = settings.llm == "local" or (
+def uses_embedded_llm(settings: Settings) -> bool:
+    """Whether the embedded model answers: asked for, or no server or key configured."""
+    if settings.llm == "local" or (
         settings.llm == "auto" and not settings.base_url and not settings.api_key
-    )
-    if not use_local:
-        if not settings.base_url and not settings.api_key:
-            raise VoiceCliError(
-                "No LLM configured: set OPENAI_API_KEY or --base-url, "
-                "or use --llm local for the embedded model."
-            )
+    ):
+        return True
+    if not settings.base_url and not settings.api_key:
+        raise VoiceCliError(
+            "No LLM configured: set OPENAI_API_KEY or --base-url, "
+            "or use --llm local for the embedded model."
+        )
+    return False
+
+
+def launch_llm(settings: Settings, stack: ExitStack) -> LocalLLMServer | None:
+    """Check the LLM settings, and launch the embedded model in this process's care when
+    no server or key is configured and there is no engine to share one: llama.cpp then
+    loads its model while voicecli loads speech."""
+    if not uses_embedded_llm(settings) or settings.engine:
         return None
     from voicecli.llm_local import LocalLLMServer
 
@@ -63,9 +71,45 @@ def launch_llm(settings: Settings, stack: ExitStack) -> LocalLLMServer | None:
     return server
 
 
-def connect_llm(settings: Settings, local: LocalLLMServer | None) -> ChatClient:
-    """The configured server, or the launched embedded model once it answers, warmed up."""
-    if local is None:
+def embedded_client(settings: Settings, endpoint: dict[str, Any]) -> ChatClient:
+    """A client of the embedded model at ``endpoint`` (socket, api_key, model), warmed up."""
+    client = ChatClient(
+        base_url=SOCKET_BASE_URL,
+        api_key=endpoint["api_key"],
+        model=endpoint["model"],
+        temperature=EMBEDDED_TEMPERATURE if settings.temperature is None else settings.temperature,
+        max_tokens=settings.max_tokens,
+        timeout=settings.llm_timeout,
+        socket=endpoint["socket"],
+    )
+    client.warm_up(settings.system_prompt)
+    return client
+
+
+class EngineLLM:
+    """The resident engine's embedded model, asked for again before every turn: the
+    engine may have idled out, or died, since the last one."""
+
+    def __init__(self, settings: Settings) -> None:
+        from voicecli.tts.resident import Engine
+
+        self.settings = settings
+        self.engine = Engine(settings)
+        self._socket: str | None = None
+        self._client: ChatClient | None = None
+
+    def client(self) -> ChatClient:
+        endpoint = self.engine.llm_endpoint()
+        if self._client is None or endpoint["socket"] != self._socket:
+            self._client = embedded_client(self.settings, endpoint)
+            self._socket = endpoint["socket"]
+        return self._client
+
+
+def connect_llm(settings: Settings, local: LocalLLMServer | None) -> ChatClient | EngineLLM:
+    """The configured server, the engine's embedded model, or the embedded model launched
+    by ``launch_llm`` once it answers; warmed up."""
+    if not uses_embedded_llm(settings):
         display.note(f"LLM: {settings.model} at {settings.base_url or 'api.openai.com'}")
         return ChatClient(
             base_url=settings.base_url,
@@ -76,20 +120,17 @@ def connect_llm(settings: Settings, local: LocalLLMServer | None) -> ChatClient:
             timeout=settings.llm_timeout,
         )
     with display.err.status("Starting the embedded LLM…", spinner="dots"):
+        if local is None:
+            llm = EngineLLM(settings)
+            llm.client()
+            display.note("LLM: embedded, in the voicecli engine")
+            return llm
         local.wait_ready()
         endpoint = local.endpoint
-        client = ChatClient(
-            base_url=endpoint.base_url,
-            api_key=endpoint.api_key,
-            model=endpoint.model,
-            temperature=EMBEDDED_TEMPERATURE
-            if settings.temperature is None
-            else settings.temperature,
-            max_tokens=settings.max_tokens,
-            timeout=settings.llm_timeout,
-            socket=endpoint.socket,
+        client = embedded_client(
+            settings,
+            {"socket": endpoint.socket, "api_key": endpoint.api_key, "model": endpoint.model},
         )
-        client.warm_up(settings.system_prompt)
     display.note(f"LLM: embedded {local.model_path.name}")
     return client
 
@@ -105,9 +146,10 @@ def remembered(result: TurnResult) -> str:
 class Conversation:
     """The messages sent to the LLM, and the /commands that change the chat."""
 
-    def __init__(self, settings: Settings, session: Session, llm: ChatClient) -> None:
+    def __init__(self, settings: Settings, session: Session, llm: ChatClient | EngineLLM) -> None:
         self.session = session
-        self.llm = llm
+        self._llm = llm
+        self._model: str | None = None  # set by /model
         self.system = settings.system_prompt
         self.messages: list[dict[str, str]] = [{"role": "system", "content": self.system}]
         self.quit = False
@@ -119,7 +161,7 @@ class Conversation:
         handler: Callable[[str], None] | None = {
             "/voice": self._voice,
             "/speed": self._speed,
-            "/model": self._model,
+            "/model": self._set_model,
             "/system": self._system,
             "/clear": self._clear,
             "/help": self._help,
@@ -148,10 +190,17 @@ class Conversation:
         self.session.synth.set_speed(speed)
         display.note(f"speed: {speed:g}")
 
-    def _model(self, arg: str) -> None:
+    @property
+    def llm(self) -> ChatClient:
+        client = self._llm if isinstance(self._llm, ChatClient) else self._llm.client()
+        if self._model is not None:
+            client.model = self._model
+        return client
+
+    def _set_model(self, arg: str) -> None:
         if not arg:
             raise VoiceCliError(f"Which model? Now: {self.llm.model}. Example: /model gpt-4o")
-        self.llm.model = arg
+        self._model = arg
         display.note(f"model: {arg}")
 
     def _system(self, arg: str) -> None:
@@ -179,8 +228,9 @@ class Conversation:
         """One turn: send the question, speak the answer, remember what was heard."""
         self.messages.append({"role": "user", "content": question})
         history = list(self.messages)
+        llm = self.llm
         result = self.session.speak(
-            lambda cancel, tl: self.llm.stream(history, cancel, tl),
+            lambda cancel, tl: llm.stream(history, cancel, tl),
             label="chat",
             fast_first=self.session.settings.fast_first,
             view=display.turn_view(reply=True),
@@ -200,7 +250,8 @@ def run_chat(settings: Settings, *, once: str | None = None) -> None:
     with ExitStack() as stack:
         local = launch_llm(settings, stack)
         # A process's first forward passes are slow. Interactive chat warms speech up
-        # before its prompt; --once only while the embedded LLM starts anyway.
+        # before its prompt; --once only while the embedded LLM starts anyway. (The
+        # engine warmed itself up when it started.)
         session = stack.enter_context(Session(settings, warm_up=once is None or local is not None))
         llm = connect_llm(settings, local)
         chat = Conversation(settings, session, llm)

@@ -1,0 +1,282 @@
+"""The resident engine as users meet it: real `voicecli` processes, a real engine process
+on a real Unix socket, Kokoro's real code on the tiny model. Each test has a runtime
+directory of its own, so engines never meet across tests or xdist workers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.wavfile import read_wav
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def voicecli(runtime: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
+    env.update(kw.pop("env", {}))
+    return subprocess.run(
+        [sys.executable, "-m", "voicecli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        **kw,
+    )
+
+
+def tiny(model_dir: Path, *more: str) -> list[str]:
+    return ["--model-dir", str(model_dir), "--voice", "af_tiny", *more]
+
+
+def engine_pid(runtime: Path) -> int | None:
+    result = voicecli(runtime, "engine", "status")
+    assert result.returncode == 0, result.stderr
+    if "No voicecli engine" in result.stdout:
+        return None
+    return int(result.stdout.split("pid ")[1].split(",")[0])
+
+
+def wait_gone(pid: int, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def runtime(tmp_path):
+    path = tmp_path / "run"
+    yield path
+    voicecli(path, "engine", "stop")
+
+
+@pytest.fixture
+def started(runtime, tiny_model_dir):
+    result = voicecli(runtime, "engine", "start", *tiny(tiny_model_dir))
+    assert result.returncode == 0, result.stderr
+    assert "ready" in result.stdout
+    return runtime
+
+
+def test_say_speaks_through_a_started_engine_and_the_client_loads_no_torch(
+    started, tiny_model_dir, tmp_path
+):
+    out = tmp_path / "hello.wav"
+    args = ["say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there. Bye now."]
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from click.testing import CliRunner
+        from voicecli.cli import cli
+        result = CliRunner().invoke(cli, {args!r})
+        print(result.exit_code, "torch" in sys.modules, "kokoro" in sys.modules)
+        print(result.output)
+        """
+    )
+    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.stdout.split()[:3] == ["0", "False", "False"], proc.stdout + proc.stderr
+    audio, rate = read_wav(out)
+    assert rate == 24_000 and len(audio) > 2400 and np.abs(audio).max() > 0
+
+
+def test_the_engine_listens_on_a_private_socket_and_nothing_else(started):
+    sock = started / "engine.sock"
+    assert stat.S_ISSOCK(sock.stat().st_mode)
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+    assert stat.S_IMODE(started.stat().st_mode) == 0o700
+    pid = engine_pid(started)
+    inodes = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    tcp = Path("/proc/net/tcp").read_text() + Path("/proc/net/tcp6").read_text()
+    listening = [line.split()[9] for line in tcp.splitlines()[1:] if line.split()[3] == "0A"]
+    assert not any(f"socket:[{inode}]" in inodes for inode in listening), "a TCP port is open"
+
+
+def test_first_use_starts_the_engine_and_it_stays(runtime, tiny_model_dir, tmp_path):
+    out = tmp_path / "a.wav"
+    result = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there.")
+    assert result.returncode == 0, result.stderr
+    assert "Starting the voicecli engine" in result.stderr
+    pid = engine_pid(runtime)
+    assert pid is not None
+    again = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello again.")
+    assert again.returncode == 0, again.stderr
+    assert "Starting" not in again.stderr
+    assert engine_pid(runtime) == pid
+
+
+def test_no_engine_runs_in_process(runtime, tiny_model_dir, tmp_path):
+    out = tmp_path / "a.wav"
+    result = voicecli(
+        runtime, "say", "--no-engine", *tiny(tiny_model_dir, "-o", str(out)), "Hello there."
+    )
+    assert result.returncode == 0, result.stderr
+    assert engine_pid(runtime) is None
+    assert read_wav(out)[0].size > 0
+
+
+def test_the_engine_exits_when_idle_and_removes_its_socket(runtime, tiny_model_dir):
+    result = voicecli(runtime, "engine", "start", "--idle", "1", *tiny(tiny_model_dir))
+    assert result.returncode == 0, result.stderr
+    pid = engine_pid(runtime)
+    assert pid is not None
+    assert wait_gone(pid, timeout=20), "the idle engine did not exit"
+    assert not (runtime / "engine.sock").exists()
+
+
+def test_a_stale_socket_gets_a_fresh_engine(runtime, tiny_model_dir, tmp_path):
+    runtime.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(runtime / "engine.sock"))
+    stale.close()  # bound, never listening: what a killed engine leaves behind
+    out = tmp_path / "a.wav"
+    started = time.monotonic()
+    result = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there.")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 90
+    assert engine_pid(runtime) is not None
+
+
+def test_a_runtime_dir_of_another_user_is_refused_in_one_line(tmp_path, tiny_model_dir):
+    if os.getuid() != 0:
+        pytest.skip("needs root to give a directory to another user")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)
+    result = voicecli(theirs, "say", *tiny(tiny_model_dir, "-o", str(tmp_path / "a.wav")), "Hi.")
+    assert result.returncode == 1
+    assert "not a directory of yours" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_another_model_restarts_an_idle_engine_and_refuses_a_busy_one(
+    started, tiny_model_dir, tmp_path
+):
+    other = tmp_path / "other-model"
+    shutil.copytree(tiny_model_dir, other)
+    first = engine_pid(started)
+    # A client holds the engine: a connection that stays open.
+    holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    holder.connect(str(started / "engine.sock"))
+    holder.sendall(
+        b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+        b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        b"Sec-WebSocket-Version: 13\r\n\r\n"
+    )
+    assert b"101" in holder.recv(1024)
+    out = tmp_path / "a.wav"
+    refused = voicecli(started, "say", *tiny(other, "-o", str(out)), "Hello there.")
+    assert refused.returncode == 1
+    assert "1 client(s) use it" in refused.stderr and "--no-engine" in refused.stderr
+    assert engine_pid(started) == first, "a busy engine was stopped"
+    holder.close()
+    time.sleep(0.5)
+    restarted = voicecli(started, "say", *tiny(other, "-o", str(out)), "Hello there.")
+    assert restarted.returncode == 0, restarted.stderr
+    assert "Restarting the voicecli engine" in restarted.stderr
+    second = engine_pid(started)
+    assert second is not None and second != first
+    status = voicecli(started, "engine", "status").stdout
+    assert str(other.resolve()) in status
+
+
+SENTENCES = " ".join(f"This is sentence number {n}, spoken in order." for n in range(12))
+
+
+def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
+    started, tiny_model_dir, tmp_path
+):
+    # The same text in-process: the length every sample of it should add up to.
+    whole = tmp_path / "whole.wav"
+    result = voicecli(
+        started, "say", "--no-engine", *tiny(tiny_model_dir, "-o", str(whole)), SENTENCES
+    )
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "cut.wav"
+    pid = engine_pid(started)
+    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}
+    client = subprocess.Popen(
+        [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir, "-o", str(out))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert client.stdin is not None
+    # The first sentences go to the engine; it dies before the rest arrive.
+    client.stdin.write(SENTENCES[: len(SENTENCES) // 3])
+    client.stdin.flush()
+    time.sleep(4)
+    os.kill(pid, signal.SIGKILL)
+    client.stdin.write(SENTENCES[len(SENTENCES) // 3 :])
+    client.stdin.close()
+    assert client.stderr is not None
+    stderr = client.stderr.read()
+    client.wait(timeout=120)
+    assert client.returncode == 0, stderr
+    notes = [line for line in stderr.splitlines() if "Finishing in this process" in line]
+    assert len(notes) == 1, stderr
+    assert "Traceback" not in stderr
+    cut, _ = read_wav(out)
+    reference, _ = read_wav(whole)
+    # Every sentence is there once: the same length as the in-process render, give or
+    # take the pause a line break adds.
+    assert abs(len(cut) - len(reference)) < 0.1 * len(reference), (len(cut), len(reference))
+
+
+def test_a_client_that_dies_mid_turn_frees_the_engine(started, tiny_model_dir, tmp_path):
+    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}
+    client = subprocess.Popen(
+        [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir), SENTENCES * 3],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while (
+        time.monotonic() < deadline
+        and "1 client(s)" not in voicecli(started, "engine", "status").stdout
+    ):
+        time.sleep(0.1)
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 10
+    while "0 client(s)" not in (status := voicecli(started, "engine", "status").stdout):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    out = tmp_path / "after.wav"
+    after = voicecli(started, "say", *tiny(tiny_model_dir, "-o", str(out)), "Still here.")
+    assert after.returncode == 0, after.stderr
+    assert read_wav(out)[0].size > 0
+
+
+def test_engine_stop_stops_it(started):
+    pid = engine_pid(started)
+    result = voicecli(started, "engine", "stop")
+    assert result.returncode == 0
+    assert f"pid {pid}" in result.stdout
+    assert wait_gone(pid)
+    assert voicecli(started, "engine", "stop").stdout.startswith("No voicecli engine")

@@ -68,17 +68,31 @@ def runtime(tmp_path):
     voicecli(path, "engine", "stop")
 
 
-@pytest.fixture
-def started(runtime, tiny_model_dir):
-    result = voicecli(runtime, "engine", "start", *tiny(tiny_model_dir))
+def _start(runtime: Path, model_dir: Path) -> Path:
+    result = voicecli(runtime, "engine", "start", *tiny(model_dir))
     assert result.returncode == 0, result.stderr
     assert "ready" in result.stdout
     return runtime
 
 
+@pytest.fixture
+def started(runtime, tiny_model_dir):
+    """An engine of this test's own, which it may kill, stop or restart."""
+    return _start(runtime, tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, tiny_model_dir):
+    """One engine for the tests that only speak through it (starting one costs seconds)."""
+    runtime = _start(tmp_path_factory.mktemp("shared") / "run", tiny_model_dir)
+    yield runtime
+    voicecli(runtime, "engine", "stop")
+
+
 def test_say_speaks_through_a_started_engine_and_the_client_loads_no_torch(
-    started, tiny_model_dir, tmp_path
+    shared, tiny_model_dir, tmp_path
 ):
+    started = shared
     out = tmp_path / "hello.wav"
     args = ["say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there. Bye now."]
     script = textwrap.dedent(
@@ -100,7 +114,8 @@ def test_say_speaks_through_a_started_engine_and_the_client_loads_no_torch(
     assert rate == 24_000 and len(audio) > 2400 and np.abs(audio).max() > 0
 
 
-def test_the_engine_listens_on_a_private_socket_and_nothing_else(started):
+def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
+    started = shared
     sock = started / "engine.sock"
     assert stat.S_ISSOCK(sock.stat().st_mode)
     assert stat.S_IMODE(sock.stat().st_mode) == 0o600
@@ -136,11 +151,10 @@ def test_no_engine_runs_in_process(runtime, tiny_model_dir, tmp_path):
 
 
 def test_the_engine_exits_when_idle_and_removes_its_socket(runtime, tiny_model_dir):
-    result = voicecli(runtime, "engine", "start", "--idle", "1", *tiny(tiny_model_dir))
+    result = voicecli(runtime, "engine", "start", "--idle", "2", *tiny(tiny_model_dir))
     assert result.returncode == 0, result.stderr
-    pid = engine_pid(runtime)
-    assert pid is not None
-    assert wait_gone(pid, timeout=20), "the idle engine did not exit"
+    pid = int(result.stdout.split("pid ")[1].split(",")[0])
+    assert wait_gone(pid, timeout=30), "the idle engine did not exit"
     assert not (runtime / "engine.sock").exists()
 
 
@@ -246,7 +260,8 @@ def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
     assert abs(len(cut) - len(reference)) < 0.1 * len(reference), (len(cut), len(reference))
 
 
-def test_a_client_that_dies_mid_turn_frees_the_engine(started, tiny_model_dir, tmp_path):
+def test_a_client_that_dies_mid_turn_frees_the_engine(shared, tiny_model_dir, tmp_path):
+    started = shared
     env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}
     client = subprocess.Popen(
         [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir), SENTENCES * 3],

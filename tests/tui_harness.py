@@ -22,7 +22,14 @@ def child_env(home: Path) -> dict[str, str]:
     """A clean environment: the test audio device, no user config, history under ``home``."""
     env = {
         k: os.environ[k]
-        for k in ("PATH", "LANG", "VOICECLI_CONFIG", "HF_HUB_OFFLINE", *AUDIO_ENV)
+        for k in (
+            "PATH",
+            "LANG",
+            "VOICECLI_CONFIG",
+            "VOICECLI_ENGINE",
+            "HF_HUB_OFFLINE",
+            *AUDIO_ENV,
+        )
         if k in os.environ
     }
     env.update(

@@ -103,6 +103,13 @@ def parse_load(value: str) -> list[int]:
     "memory around --random-requests random requests.",
 )
 @click.option(
+    "--startup",
+    is_flag=True,
+    help="Startup mode: how long from typing `voicecli say` (or `chat --once`) to its "
+    "first sound, as separate processes: engine warm, engine started by the call, and "
+    "--no-engine, alternated (--trials each); with the client's own CPU time.",
+)
+@click.option(
     "--random-requests",
     type=click.IntRange(0, 1_000_000),
     default=10_000,
@@ -152,6 +159,7 @@ def _bench(
     trial_timeout: float,
     quality: bool,
     isolation: bool,
+    startup: bool,
     random_requests: int,
     **flags: Any,
 ) -> None:
@@ -170,6 +178,18 @@ def _bench(
         from voicecli.bench import quality as quality_bench
 
         quality_bench.run(settings_from(config_path, **flags), reply, name, output_dir)
+        return
+
+    if startup:
+        from voicecli.bench import startup as startup_bench
+
+        result = startup_bench.run_startup(
+            settings_from(config_path, **flags), trials=trials, progress=display.note
+        )
+        path = report.write_json(result, output_dir / "startup.json")
+        for line in startup_bench.report_lines(result):
+            display.out.print(line, markup=False)
+        display.note(f"wrote {path}")
         return
 
     if isolation:

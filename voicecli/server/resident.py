@@ -132,8 +132,8 @@ class Resident:
                 if now - failed_at > FAILED_LINGER:
                     break
                 continue
-            if self.engine.clients:
-                self.last_active = now
+            if self.engine.clients or not self.engine.ready.is_set():
+                self.last_active = now  # loading is not idling
             elif now - self.last_active > self.settings.engine_idle:
                 log.info("idle for %g s: exiting", self.settings.engine_idle)
                 break

@@ -83,11 +83,10 @@ def run_startup(settings: Settings, trials: int, progress: Callable[[str], None]
     }
     base = [sys.executable, "-m", "voicecli"]
     flags = _forwarded(settings)
-    say = [*base, "say", *flags, SAY_TEXT]
     commands = {
-        "warm": [*say[:3], "--engine", *say[3:]],
-        "first": [*say[:3], "--engine", *say[3:]],
-        "no-engine": [*say[:3], "--no-engine", *say[3:]],
+        "warm": [*base, "say", "--engine", *flags, SAY_TEXT],
+        "first": [*base, "say", "--engine", *flags, SAY_TEXT],
+        "no-engine": [*base, "say", "--no-engine", *flags, SAY_TEXT],
         "chat-warm": [*base, "chat", "--engine", "--llm", "local", *flags, "--once", CHAT_PROMPT],
     }
     stop = [*base, "engine", "stop"]

@@ -57,6 +57,33 @@ def fresh_capture(capture_device) -> tuple[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def tiny_engine(tiny_model_dir, tmp_path_factory):
+    """A resident engine on the tiny model, shared by the tests that spawn many voicecli
+    processes (as users run them: each a thin client of one engine). Its runtime
+    directory is this session's own, so xdist workers and other runs never share it."""
+    import subprocess
+    import sys
+
+    runtime = tmp_path_factory.mktemp("engine") / "run"
+    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
+    command = [sys.executable, "-m", "voicecli", "engine"]
+    args = ["--model-dir", str(tiny_model_dir), "--voice", "af_tiny"]
+    started = subprocess.run(
+        [*command, "start", *args], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert started.returncode == 0, started.stderr
+    yield {"VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
+    subprocess.run([*command, "stop"], env=env, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def through_engine(tiny_engine, monkeypatch):
+    """voicecli processes this test starts speak through ``tiny_engine``."""
+    for name, value in tiny_engine.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture(scope="session")
 def tiny_synth(tiny_model_dir):
     from voicecli.tts.kokoro_local import KokoroSynthesizer
 

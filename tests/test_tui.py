@@ -2,7 +2,8 @@
 scripted OpenAI-protocol server, the tiny Kokoro model and the test audio device.
 
 Every step waits for something the program shows (the status line, the prompt);
-sleeps only let time pass while a state must hold.
+sleeps only let time pass while a state must hold. The chats on the tiny model speak
+through one resident engine, as users' do by default (``through_engine``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def assistant_turns(llm: ScriptedLLM, request: int) -> list[str]:
     return [m["content"] for m in llm.requests[request].messages if m["role"] == "assistant"]
 
 
+@pytest.mark.usefixtures("through_engine")
 def test_interrupt_remembers_only_what_was_heard(tiny_model_dir, capture_device, home):
     with serve(LONG) as llm:
         child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
@@ -72,6 +74,7 @@ def test_interrupt_remembers_only_what_was_heard(tiny_model_dir, capture_device,
     assert LONG_SENTENCE not in heard  # cut inside the sentence that was playing
 
 
+@pytest.mark.usefixtures("through_engine")
 def test_history_carries_the_full_reply_between_turns(tiny_model_dir, capture_device, home):
     with serve(SHORT) as llm:
         child = tui.spawn(
@@ -96,6 +99,7 @@ def test_history_carries_the_full_reply_between_turns(tiny_model_dir, capture_de
     assert (home / "state" / "voicecli" / "history").read_text().split()[-2:] == ["one", "two"]
 
 
+@pytest.mark.usefixtures("through_engine")
 def test_pause_resume_skip_and_quit(tiny_model_dir, capture_device, home):
     with serve(LONG) as llm:
         child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
@@ -127,6 +131,7 @@ def test_pause_resume_skip_and_quit(tiny_model_dir, capture_device, home):
     assert len(llm.requests) == 2
 
 
+@pytest.mark.usefixtures("through_engine")
 def test_pause_loses_no_audio(tiny_model_dir, capture_device, home):
     with serve(SHORT + " " + LONG_SENTENCE) as llm:
         child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
@@ -143,6 +148,7 @@ def test_pause_loses_no_audio(tiny_model_dir, capture_device, home):
     assert assistant_turns(llm, 1) == [SHORT + " " + LONG_SENTENCE]  # heard to the end
 
 
+@pytest.mark.usefixtures("through_engine")
 def test_ctrl_c_quits_cleanly(tiny_model_dir, capture_device, home):
     with serve(LONG) as llm:
         child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
@@ -156,6 +162,7 @@ def test_ctrl_c_quits_cleanly(tiny_model_dir, capture_device, home):
     assert "Traceback" not in output
 
 
+@pytest.mark.usefixtures("through_engine")
 def test_commands_change_the_chat(tiny_model_dir, capture_device, home):
     with serve(SHORT) as llm:
         child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
@@ -194,6 +201,7 @@ def test_commands_change_the_chat(tiny_model_dir, capture_device, home):
     ]
 
 
+@pytest.mark.usefixtures("through_engine")
 def test_piped_stdout_is_plain_text_and_stderr_is_quiet(tiny_model_dir, capture_device, home):
     out, err = home / "out.txt", home / "err.txt"
     with serve("Hello there. This is **markdown** text.") as llm:

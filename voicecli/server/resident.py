@@ -88,9 +88,15 @@ class Resident:
                 "uptime": round(time.monotonic() - self.started, 1),
                 "idle_exit": self.settings.engine_idle,
                 "llm": self.llm is not None and self.llm.running(),
+                "voices": self._voices(),
                 "rss_mb": _rss_mb(),
             }
         )
+
+    def _voices(self) -> list[str]:
+        """The model's voice set, for clients to check a voice name before a turn."""
+        model = self.engine.model
+        return model.files.available_voices() if model is not None else []
 
     async def llm_endpoint(self, request: Request) -> Response:
         from voicecli.llm_local import LocalLLMServer

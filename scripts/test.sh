@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run voicecli's tests after ./install.sh: test-only packages, lint and the
 # import layers, a sound device that needs no sound card (.ci/audio-env.sh), the
-# real weights for the slow tests, then pytest with any arguments given.
+# real weights for the slow tests, then pytest with any arguments given (in two
+# workers, then the tests marked serial alone).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$(pwd)
@@ -55,8 +56,10 @@ if [[ $named == 0 ]]; then
     if bidi=$(bidi_python); then
         BIDI=$repo/.venv-bidi
         [[ -x $BIDI/bin/python ]] || "$bidi" -m venv "$BIDI"
-        "$BIDI/bin/python" -m pip install --quiet --no-deps -e .
-        "$BIDI/bin/python" -m pip install --quiet -r tests/bidi/requirements.txt
+        # --no-deps: this venv runs only the AWS client against a server from the main
+        # venv, so voicecli's own dependencies are missing here on purpose.
+        "$BIDI/bin/python" -m pip install --quiet --no-deps --no-warn-conflicts -e .
+        "$BIDI/bin/python" -m pip install --quiet --no-warn-conflicts -r tests/bidi/requirements.txt
         VOICECLI_SERVER_PYTHON=$PY "$BIDI/bin/python" -m pytest tests/bidi "$@"
     elif [[ ${VOICECLI_REQUIRE_BIDI:-0} == 1 ]]; then
         echo "no Python 3.12+ for the SageMaker bidirectional tests (set VOICECLI_BIDI_PYTHON)" >&2
@@ -65,4 +68,13 @@ if [[ $named == 0 ]]; then
         echo "warning: no Python 3.12+: skipping the SageMaker bidirectional tests" >&2
     fi
 fi
-exec "$PY" -m pytest "$@"
+# Two workers, one torch thread each: most tests wait on sockets, processes or a paced
+# device, so two keep both cores busy, where two torch teams of two threads would spin
+# against each other. Tests that judge real-time playback (`serial`) then run alone.
+status=0
+OMP_NUM_THREADS=1 "$PY" -m pytest -n 2 -m "not serial" "$@" || status=$?
+serial=0
+"$PY" -m pytest -m serial "$@" || serial=$?
+# 5: no test was selected in that half (a run of named tests).
+for code in $status $serial; do [[ $code == 0 || $code == 5 ]] || exit "$code"; done
+[[ $status == 0 || $serial == 0 ]] || exit 5

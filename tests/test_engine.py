@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from tests.wavfile import read_wav
+from voicecli.cli import cli
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -221,12 +223,12 @@ SENTENCES = " ".join(f"This is sentence number {n}, spoken in order." for n in r
 def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
     started, tiny_model_dir, tmp_path
 ):
-    # The same text in-process: the length every sample of it should add up to.
+    # The same text in this process: the length every sample of it should add up to.
     whole = tmp_path / "whole.wav"
-    result = voicecli(
-        started, "say", "--no-engine", *tiny(tiny_model_dir, "-o", str(whole)), SENTENCES
+    result = CliRunner().invoke(
+        cli, ["say", "--no-engine", *tiny(tiny_model_dir, "-o", str(whole)), SENTENCES]
     )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.output
     out = tmp_path / "cut.wav"
     pid = engine_pid(started)
     env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}

@@ -12,6 +12,7 @@ import pytest
 
 TEXT = " ".join(f"This is sentence number {n} of a long reading." for n in range(1, 13))
 RATE = 24_000
+pytestmark = pytest.mark.serial  # how fast speech stops is judged in real time
 
 
 def captured(path) -> np.ndarray:

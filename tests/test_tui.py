@@ -201,6 +201,7 @@ def test_commands_change_the_chat(tiny_model_dir, capture_device, home):
     ]
 
 
+@pytest.mark.serial  # an underrun under load makes ALSA print to stderr
 @pytest.mark.usefixtures("through_engine")
 def test_piped_stdout_is_plain_text_and_stderr_is_quiet(tiny_model_dir, capture_device, home):
     out, err = home / "out.txt", home / "err.txt"
@@ -291,6 +292,7 @@ def played_until(captured: np.ndarray, recorded: np.ndarray) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_an_interrupt_keeps_exactly_the_words_that_reached_the_device(
     real_model_dir, fresh_capture, home, tmp_path
 ):

@@ -27,8 +27,8 @@ def child_env(home: Path) -> dict[str, str]:
             "PATH",
             "LANG",
             "VOICECLI_CONFIG",
-            "VOICECLI_ENGINE",
             "HF_HUB_OFFLINE",
+            *ENGINE_ENV,
             *AUDIO_ENV,
         )
         if k in os.environ

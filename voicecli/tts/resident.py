@@ -274,7 +274,11 @@ class Engine:
         deadline = time.monotonic() + START_TIMEOUT
         process = getattr(self, "_process", None)
         while True:
-            info = self.probe()
+            try:
+                info = self.probe()
+            except EngineUnavailable:
+                # A loading engine may be too busy to answer in time: wait for it.
+                info = None
             if info is not None and info.state == "ready":
                 want = identity(self.settings)
                 if info.identity != want:

@@ -49,10 +49,10 @@ def start(config_path: Path | None, **flags: Any) -> None:
     """Start the engine now (say and chat start it on first use anyway)."""
     from voicecli.tts.resident import Engine
 
-    settings = settings_from(config_path, **flags)
+    handle = Engine(settings_from(config_path, **flags))
     with display.err.status("Starting the voicecli engine…", spinner="dots"):
-        info = Engine(settings).ensure()
-    _print_status(info.details or {}, Engine(settings).socket)
+        info = handle.ensure()
+    _print_status(info.details or {}, handle.socket)
 
 
 @engine.command()

@@ -143,6 +143,7 @@ class Engine:
         self.dir = runtime_dir(settings)
         self.socket = self.dir / SOCKET_NAME
         self.log_path = self.dir / LOG_NAME
+        self._process: subprocess.Popen[bytes] | None = None  # the engine this started
 
     # --- talking to it ----------------------------------------------------------------
     def _request(self, method: str, path: str, timeout: float = PROBE_TIMEOUT) -> dict[str, Any]:
@@ -272,7 +273,7 @@ class Engine:
 
     def _wait_ready(self) -> EngineInfo:
         deadline = time.monotonic() + START_TIMEOUT
-        process = getattr(self, "_process", None)
+        process = self._process
         while True:
             try:
                 info = self.probe()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,6 +34,17 @@ PLAIN: list[tuple[str, str]] = [
     # plain prose passes through
     ("Hello there, friend.", "Hello there, friend."),
     ("wait... what", "wait... what"),
+    # runs of marks are spoken as one of each kind, and a blob of a word is cut
+    ("." * 1999, ""),
+    ("Hi" + "!" * 200, "Hi!"),
+    ("What?!?!?!?! No.", "What?! No."),
+    ("Wait" + "…" * 200 + " go.", "Wait… go."),
+    ("Hello . . . . there.", "Hello… there."),
+    ("Hello " + "%" * 200 + " there.", "Hello % there."),
+    ("Hello " + "(" * 50 + "there.", "Hello (there."),
+    ("C++ and x -> y.", "C++ and x to y."),
+    ("a" * 2000, "a" * 40 + "…"),
+    ("antidisestablishmentarianism.", "antidisestablishmentarianism."),
     ("你好。世界！", "你好。世界！"),
     ("The 21st century, 2nd place.", "The 21st century, 2nd place."),
     ("Dr. Smith vs. Mr. Jones, etc.", "Dr. Smith vs. Mr. Jones, etc."),
@@ -240,6 +253,15 @@ def test_never_raises_and_rules_never_fail(text: str, mode: str) -> None:
     assert said == speakable(text, code=mode)  # type: ignore[arg-type]
     assert said == said.strip()
     assert "\ue000" not in said and "\ue001" not in said and "\ue002" not in said
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=ANY_TEXT, mode=st.sampled_from(["placeholder", "skip"]))
+def test_speech_is_bounded_by_the_words(text: str, mode: str) -> None:
+    """Outside code read verbatim, no run of marks and no word is spoken at length."""
+    said = speakable(text * 30, code=mode)  # type: ignore[arg-type]
+    assert re.search(r"[^\w\s](?:\s*[^\w\s]){3,}", said) is None, said
+    assert re.search(r"\w{41,}", said) is None, said
 
 
 def test_fallback_keeps_words_when_a_rule_breaks(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -12,10 +13,11 @@ import pytest
 
 from tests.server_harness import RunningServer, kokoro_server
 from voicecli.cancel import CancelToken
+from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.frames import Sentence
 from voicecli.server.requests import Limits
-from voicecli.server.run import bind
+from voicecli.server.run import bind, kokoro_factory
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.remote import WebSocketSynthesizer, websocket_url
 
@@ -111,6 +113,28 @@ def test_overloaded_server_is_reported_as_such(tiny_model_dir: Path) -> None:
             list(synth.stream(sentences, CancelToken(), Timeline()))
     finally:
         gate.set()
+        running.stop()
+
+
+def test_a_sentence_the_server_cuts_short_is_reported_and_the_turn_goes_on(
+    tiny_model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = Settings(voice="ef_tiny", lang="e", model_dir=tiny_model_dir)
+    limits = Limits(base_request_seconds=0.1, seconds_per_char=0.0)  # every sentence runs past
+    running = RunningServer(kokoro_factory(settings), limits).start()
+    try:
+        running.wait_ready()
+        sentences = iter([Sentence(0, "Sí, sí, sí."), Sentence(1, "No, no, no.")])
+        with caplog.at_level(logging.WARNING):
+            chunks = list(
+                WebSocketSynthesizer(running.ws_url).stream(sentences, CancelToken(), Timeline())
+            )
+        assert [c.sentence for c in chunks if c.last] == [0, 1]
+        for i in (0, 1):
+            assert sum(len(c.samples) for c in chunks if c.sentence == i) == 2400
+        cuts = [r.getMessage() for r in caplog.records if "cut sentence" in r.getMessage()]
+        assert len(cuts) == 2 and "cut sentence 1 short" in cuts[0]
+    finally:
         running.stop()
 
 

@@ -293,7 +293,8 @@ def test_full_job_queue_answers_overloaded_and_a_reader_that_stops_is_ended() ->
         send_queue_frames=4,
         frame_samples=GatedModel.chunk_samples,
         stall_timeout=1.0,
-        max_request_seconds=1000.0,  # a job is 400 s of noise
+        max_request_seconds=1000.0,  # a job is 400 s of noise...
+        seconds_per_char=1000.0,  # ...for a text of a few characters
     )
     running = RunningServer(lambda: model, limits).start()
     try:

@@ -32,6 +32,7 @@ from tests.server_harness import (
     ws_connect,
 )
 from voicecli import protocol as p
+from voicecli.normalize import NO_WORDS
 from voicecli.server.requests import Limits
 from voicecli.server.run import HeadTimeoutH11
 
@@ -230,13 +231,71 @@ def test_two_full_sessions_do_not_lock_everyone_else_out() -> None:
         running.stop()
 
 
+def test_a_speak_produces_no_more_audio_than_its_text_can_take_to_say() -> None:
+    """A model gone astray (here 10 s for "100.") is cut at the text's budget, 3 s and
+    0.6 s per letter or digit, and the client is told it was cut, not failed."""
+    running = serve(PacedModel(part_seconds=0.001))
+    try:
+        with ws_connect(running) as ws:
+            ws.send(speak("astray", "100."))  # 100 parts of 0.1 s
+            frames, done = collect(ws, "astray")
+            assert done["type"] == "sentence_done" and done["truncated"] is True, done
+            assert sum(len(f.pcm) // 2 for f in frames) == int(4.8 * p.SAMPLE_RATE)
+            ws.send(speak("sane", "3."))
+            frames, done = collect(ws, "sane")
+            assert "truncated" not in done
+            assert sum(len(f.pcm) // 2 for f in frames) == int(0.3 * p.SAMPLE_RATE)
+    finally:
+        running.stop()
+
+
 def test_a_speak_produces_at_most_max_request_seconds_of_audio() -> None:
     running = serve(PacedModel(part_seconds=0.001), max_request_seconds=1.0)
     try:
         with ws_connect(running) as ws:
-            ws.send(speak("long", "100."))  # 100 parts of 0.1 s
+            ws.send(speak("long", "100."))
             frames, done = collect(ws, "long")
-            assert done["code"] == p.TEXT_TOO_LONG and len(frames) <= 11
+            assert done["truncated"] is True
+            assert sum(len(f.pcm) // 2 for f in frames) == p.SAMPLE_RATE
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("text", [".", "." * 1999, "😀" * 500, "👨‍👩‍👧‍👦" * 250, "?! ?! ..."])
+def test_a_text_with_no_words_is_refused_as_the_cli_refuses_it(text: str) -> None:
+    running = serve(PacedModel(part_seconds=0.001))
+    try:
+        with ws_connect(running) as ws:
+            ws.send(speak("none", text))
+            frames, done = collect(ws, "none")
+            assert not frames and done["code"] == p.BAD_REQUEST
+            assert done["message"] == NO_WORDS
+    finally:
+        running.stop()
+
+
+class ReadingModel(PacedModel):
+    """Keeps the texts that reach its text stage, and speaks one part for each."""
+
+    def __init__(self) -> None:
+        super().__init__(part_seconds=0.001)
+        self.read: list[str] = []
+
+    def phonemes(self, text: str) -> list[str]:
+        self.read.append(text)
+        return ["1."]
+
+
+def test_runs_of_marks_and_blob_words_reach_the_model_bounded() -> None:
+    model = ReadingModel()
+    running = serve(model)
+    try:
+        with ws_connect(running) as ws:
+            ws.send(speak("runs", "Hi" + "!" * 1998))
+            assert collect(ws, "runs")[1]["type"] == "sentence_done"
+            ws.send(speak("blob", "a" * 2000))
+            assert collect(ws, "blob")[1]["type"] == "sentence_done"
+        assert model.read == ["Hi!", "a" * 40 + "…"]
     finally:
         running.stop()
 
@@ -459,7 +518,9 @@ def test_a_client_that_stops_reading_stops_costing_synthesis_at_once() -> None:
 
 def test_a_client_with_unread_audio_waits_behind_one_that_reads() -> None:
     model = PacedModel(part_seconds=0.005)
-    running = serve(model, send_queue_frames=10_000)  # its outbox never fills in this test
+    # Its outbox never fills in this test, and the stand-in takes 0.1 s per part, not
+    # Kokoro's time for "100000.".
+    running = serve(model, send_queue_frames=10_000, seconds_per_char=1000.0)
     try:
         with _stuck_client(running) as stuck, ws_connect(running) as healthy:
             stuck.send(speak("s", "100000."))

@@ -59,7 +59,9 @@ END = "end"  # no more text from this client: finish, send `done`, close
 CLIENT_TYPES = (SPEAK, CANCEL, END)
 
 # Server -> client message types (audio travels in AUDIO frames).
-SENTENCE_DONE = "sentence_done"  # request_id, frames, samples, cancelled
+# request_id, frames, samples, cancelled, and "truncated": true when the server cut the
+# audio at the most its text may take to say (a model gone astray on odd text).
+SENTENCE_DONE = "sentence_done"
 # request_id, format, words: [{"text", "start", "end"}], samples from the request's
 # first; sent only to a speak that asked for words, before sentence_done, as the
 # server learns them (a long text may get several).

@@ -68,14 +68,12 @@ def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
 
 def check_speakable(text: str, code: str) -> None:
     """Fail before loading the model when the text has nothing to say."""
-    from voicecli.normalize import speakable
+    from voicecli.normalize import NO_WORDS, speakable
 
     if not text.strip():
         raise VoiceCliError("Nothing to say: the text is empty.")
     if not speakable(text, code=code).strip():
-        raise VoiceCliError(
-            "Nothing to say: the text has no speakable words (only markup, symbols or code)."
-        )
+        raise VoiceCliError(NO_WORDS)
 
 
 # --- chat --------------------------------------------------------------------------

@@ -15,9 +15,18 @@ from voicecli.normalize.addresses import addresses_to_words
 from voicecli.normalize.code import CodeMode, code_to_text, restore_code
 from voicecli.normalize.markdown import markup_to_text
 from voicecli.normalize.numbers import numbers_to_words
-from voicecli.normalize.tidy import SPACES, WORD_CHAR, drop_symbols, terminal_of, tidy
+from voicecli.normalize.tidy import (
+    SPACES,
+    WORD_CHAR,
+    bound_runs,
+    drop_symbols,
+    terminal_of,
+    tidy,
+)
 
 _CODE_MODES = ("placeholder", "skip", "read")
+
+NO_WORDS = "Nothing to say: the text has no speakable words (only markup, symbols or code)."
 
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
@@ -36,6 +45,14 @@ def speakable(text: str, *, code: CodeMode = "placeholder") -> str:
         return _last_resort(text)
 
 
+def bounded(text: str) -> str:
+    """Text made speakable elsewhere (by a client of the server, or by nobody), bounded as
+    ``speakable`` bounds it: runs of marks and blob-like words shortened; "" if no word is
+    left. Unlike ``speakable`` it leaves speakable text as it is."""
+    text = bound_runs(_PRIVATE_USE.sub("", text))
+    return text if WORD_CHAR.search(text) else ""
+
+
 def _speakable(text: str, code: CodeMode) -> str:
     protected: list[str] = []
     ending = terminal_of(text)
@@ -46,6 +63,7 @@ def _speakable(text: str, code: CodeMode) -> str:
     text = addresses_to_words(text)
     text = numbers_to_words(text)
     text = drop_symbols(text)
+    text = bound_runs(text)
     text = tidy(text, ending)
     text = restore_code(text, protected).strip()
     return text if WORD_CHAR.search(text) else ""

@@ -34,6 +34,28 @@ def drop_symbols(text: str) -> str:
     return _NON_ASCII.sub(lambda m: " " if _is_emoji(m.group(0)) else m.group(0), text)
 
 
+# Runs of marks and unbroken words are spoken far longer than they are written (a dot
+# costs Kokoro about 30 ms, "%" a word), so a run counts as one mark of each kind in it,
+# and a word as long as a hash or a blob is cut.
+MAX_WORD = 40
+
+_MARK = r"[^\w\s\ue000-\uf8ff]"  # private use: the code rules' protection markers
+
+_MARK_RUN = re.compile(f"{_MARK}(?:\\s*{_MARK}){{3,}}")
+
+_LONG_WORD = re.compile(rf"\w{{{MAX_WORD + 1},}}")
+
+
+def bound_runs(text: str) -> str:
+    text = _MARK_RUN.sub(_one_of_each, text)
+    return _LONG_WORD.sub(lambda m: m.group(0)[:MAX_WORD] + "…", text)
+
+
+def _one_of_each(run: re.Match[str]) -> str:
+    marks = "".join(dict.fromkeys("".join(run.group(0).split())))
+    return "…" if set(marks) <= {".", "…"} else marks[:2]
+
+
 def terminal_of(text: str) -> str:
     stripped = text.rstrip()
     return stripped[-1] if stripped and stripped[-1] in ".!?…" else ""

@@ -18,7 +18,9 @@ of the server in turn.
   A client that has read nothing for ``Limits.stall_timeout`` with audio waiting is
   ended (``slow_consumer``), and frees its turn.
 * Bounded: ``Limits.max_queue`` jobs in all, ``max_pending_per_session`` per client
-  (checked by the WebSocket session), and ``max_request_seconds`` of audio per job.
+  (checked by the WebSocket session), and ``Limits.audio_budget`` of audio per job (what
+  its text may take to say): a job that runs past it is cut, and its ``sentence_done``
+  says ``truncated``.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class Job:
         self.outbox.put_control(message)
         self.on_finish(self)
 
-    def complete(self) -> None:
+    def complete(self, truncated: bool = False) -> None:
         self._finish(
             p.control(
                 p.SENTENCE_DONE,
@@ -116,6 +118,7 @@ class Job:
                 frames=self.frames,
                 samples=self.samples,
                 cancelled=False,
+                **({"truncated": True} if truncated else {}),
             )
         )
 
@@ -362,6 +365,9 @@ class Engine:
             if job.words and audio:
                 self._send_words(listener, job, audio)
             return  # text stages: someone silent may go before the part that follows
+        budget = int(self.limits.audio_budget(job.text, job.speed) * self.model.sample_rate)
+        cut = job.samples + len(audio) >= budget
+        audio = audio[: max(0, budget - job.samples)]
         step = self.limits.frame_samples
         frames = []
         for start in range(0, len(audio), step):
@@ -370,13 +376,14 @@ class Engine:
         job.frames += len(frames)
         job.samples += len(audio)
         listener.outbox.put_audio(job.request_id, frames)
-        if job.samples > self.limits.max_request_seconds * self.model.sample_rate:
-            self._on_loop(
-                job.fail,
-                p.TEXT_TOO_LONG,
-                f"the speech is longer than {self.limits.max_request_seconds:g} s; "
-                "send one sentence per speak",
+        if cut:
+            log.warning(
+                "request %s cut at %.1f s of audio, the most its %d characters may take",
+                job.request_id,
+                job.samples / self.model.sample_rate,
+                len(job.text),
             )
+            self._on_loop(job.complete, True)
             self._drop(listener, job)
 
     def _send_words(self, listener: Listener, job: Job, words: tuple[Word, ...]) -> None:

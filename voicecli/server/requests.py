@@ -9,6 +9,7 @@ from typing import Any
 from voicecli import protocol as p
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
+from voicecli.normalize import NO_WORDS, bounded
 from voicecli.tts.voices import VoiceSpec
 
 MAX_VOICE_CHARS = 200
@@ -29,7 +30,12 @@ class Limits:
     frame_samples: int = 4800  # 200 ms per audio frame, the granularity of cancel on the wire
     stall_timeout: float = 30.0  # seconds a client may read nothing before it is ended
     max_control_backlog: int = 256  # unsent control replies before a session is dropped
-    max_request_seconds: float = 120.0  # audio one speak may produce
+    max_request_seconds: float = 120.0  # audio one speak may produce, whatever its text
+    # ...and no more than its text can take to say, at speed 1: Kokoro says a letter or
+    # digit in about 0.07 s, a spelled-out hash's in 0.3 and a number's digit in 0.6,
+    # so a speak that runs past this is a model gone astray, and is cut.
+    base_request_seconds: float = 3.0
+    seconds_per_char: float = 0.6
     shared_part_seconds: float = 0.4  # decoding per part while other clients wait...
     short_parts_ahead: float = 1.0  # ...or while the client has this much audio queued
     body_timeout: float = 30.0  # seconds to receive an /invocations body
@@ -40,6 +46,12 @@ class Limits:
         # 12 bytes), plus the JSON around it: any legal text fits in a frame.
         return 12 * self.max_text_chars + 4096
 
+    def audio_budget(self, text: str, speed: float | None) -> float:
+        """Seconds of audio ``text`` may produce at ``speed``."""
+        chars = sum(1 for ch in text if ch.isalnum())
+        seconds = (self.base_request_seconds + self.seconds_per_char * chars) / (speed or 1.0)
+        return min(self.max_request_seconds, seconds)
+
 
 def split_sentences(text: str) -> list[str]:
     return [piece.strip() for piece in _SENTENCE_END.split(text) if piece.strip()]
@@ -48,8 +60,9 @@ def split_sentences(text: str) -> list[str]:
 def parse_speak(
     message: dict[str, Any], limits: Limits
 ) -> tuple[str, str, str | None, float | None, bool]:
-    """(request_id, text, voice, speed, words) of a speak message, validated; ``words``:
-    whether to send the words' timings (``words`` messages)."""
+    """(request_id, text, voice, speed, words) of a speak message, validated, its text
+    bounded as the CLI bounds what it speaks; ``words``: whether to send the words'
+    timings (``words`` messages)."""
     request_id = message.get("request_id")
     encoded = _utf8(request_id) if isinstance(request_id, str) else None
     if not encoded or len(encoded) > p.MAX_REQUEST_ID_BYTES:
@@ -98,6 +111,9 @@ def parse_speak(
             f"{p.WORDS_FORMAT})",
             request_id,
         )
+    text = bounded(text)
+    if not text:
+        raise p.ProtocolError(p.BAD_REQUEST, NO_WORDS, request_id)
     return request_id, text, voice, speed, words is not None
 
 

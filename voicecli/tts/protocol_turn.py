@@ -149,6 +149,13 @@ class TurnState:
             index = self._finish(message.get("request_id"))
             if index is None or message.get("cancelled"):
                 return None
+            if message.get("truncated") is True:
+                log.warning(
+                    "The speech server at %s cut sentence %d short: its speech ran longer "
+                    "than its text can take to say.",
+                    self.where,
+                    index + 1,
+                )
             self.timeline.mark(SYNTH_END, index)
             offset = self._offsets.pop(index, 0)
             words = tuple(self._words.pop(index, ()))

@@ -16,6 +16,7 @@ from voicecli.bench.load import Playhead, require_loopback
 from voicecli.bench.metrics import trial_metrics
 from voicecli.bench.scenarios import SCENARIOS, parse_reply, scenario_reply
 from voicecli.cli.bench import bench
+from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.segment import Segmenter
 from voicecli.timeline import (
@@ -286,3 +287,17 @@ def test_isolation_measures_a_healthy_client_beside_each_hostile_one(tiny_model_
     memory = data["memory"]
     assert memory["sent"] == 100 and memory["after_mib"] > 0 and memory["before_mib"] > 0
     assert "vs alone" in result.output and "Server memory" in result.output
+
+
+def test_a_soak_of_long_and_odd_texts_leaves_the_server_near_its_baseline(real_model_dir, tmp_path):
+    """The short form of ``bench --soak``, on the real weights: before the engine gave
+    freed memory back, the first few odd texts alone left it 500 MB or more above."""
+    pytest.importorskip("uvicorn", reason="voicecli serve needs the server extra")
+    from voicecli.bench.soak import GOAL_MIB, run_soak
+
+    settings = Settings(voice="jf_alpha", lang="a", model_dir=real_model_dir)
+    result = run_soak(settings, seconds=12, idle=3, output_dir=tmp_path, progress=lambda _: None)
+    kinds = {r["kind"]: r["ended"] for r in result["requests"]}
+    assert kinds["dots"] == kinds["emoji"] == "error: bad_request"  # refused, as the CLI does
+    assert kinds["unbroken-word"] == "spoken"
+    assert result["grown_mib"] <= GOAL_MIB, (result["peak_mib"], result["grown_mib"])

@@ -57,8 +57,8 @@ _CLIENT_LOG = logging.getLogger("voicecli.bench.clients")
 _CLIENT_LOG.setLevel(logging.CRITICAL)
 
 
-def _connect(url: str) -> Any:
-    from websockets.sync.client import connect
+def connect(url: str) -> Any:
+    from websockets.sync.client import connect as ws_connect
 
     # No keepalive thread: a client that stops reading would have it log a traceback
     # when the server stops answering; the non-reading client pings by hand instead.
@@ -66,7 +66,7 @@ def _connect(url: str) -> Any:
     # answer the closing handshake, and the round would wait out websockets' 10 s.
     # Its own logger, quiet: a hostile client's connection is expected to end badly,
     # and websockets would print the traceback of each.
-    return connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4,
+    return ws_connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4,
                    ping_interval=None, close_timeout=1.0, logger=_CLIENT_LOG)  # fmt: skip
 
 
@@ -122,7 +122,7 @@ class Hostile:
         }[self.kind]
         try:
             while not self._stop.is_set():
-                with _connect(self.url) as ws:
+                with connect(self.url) as ws:
                     behave(ws)
         except Exception as exc:  # noqa: BLE001 - the server may close on it: a result
             if not self._stop.is_set():
@@ -190,7 +190,7 @@ def random_requests(url: str, count: int, voice: str, seed: int = 1) -> dict[str
     while sent < count:
         connections += 1
         try:
-            with _connect(url) as ws:
+            with connect(url) as ws:
                 for _ in range(min(500, count - sent)):
                     ws.send(random_message(rng, voice))
                     sent += 1

@@ -14,6 +14,7 @@ from voicecli.cli.options import llm_options, settings_from, synthesis_options, 
 from voicecli.errors import VoiceCliError
 
 DEFAULT_OUT = Path("bench-out")
+SOAK_IDLE = 10.0  # s the soak waits, idle, before it reads the server's memory
 DEFAULT_PROMPT = "Explain in five short spoken sentences how to fix a slow home Wi-Fi connection."
 
 
@@ -110,6 +111,15 @@ def parse_load(value: str) -> list[int]:
     "--no-engine, alternated (--trials each); with the client's own CPU time.",
 )
 @click.option(
+    "--soak",
+    "soak",
+    type=click.FloatRange(1.0, 86400.0),
+    metavar="SECONDS",
+    help="Soak mode: long texts, emoji, ZWJ, unbroken words and punctuation runs among "
+    "normal turns, sent to `voicecli serve` for SECONDS; its memory over time, and how far "
+    "it stays above its post-warm-up baseline after 10 s idle.",
+)
+@click.option(
     "--random-requests",
     type=click.IntRange(0, 1_000_000),
     default=10_000,
@@ -160,6 +170,7 @@ def _bench(
     quality: bool,
     isolation: bool,
     startup: bool,
+    soak: float | None,
     random_requests: int,
     **flags: Any,
 ) -> None:
@@ -188,6 +199,22 @@ def _bench(
         )
         path = report.write_json(result, output_dir / "startup.json")
         for line in startup_bench.report_lines(result):
+            display.out.print(line, markup=False)
+        display.note(f"wrote {path}")
+        return
+
+    if soak is not None:
+        from voicecli.bench import soak as soak_bench
+
+        result = soak_bench.run_soak(
+            settings_from(config_path, **flags),
+            seconds=soak,
+            idle=SOAK_IDLE,
+            output_dir=output_dir,
+            progress=display.note,
+        )
+        path = report.write_json(result, output_dir / "soak.json")
+        for line in soak_bench.report_lines(result):
             display.out.print(line, markup=False)
         display.note(f"wrote {path}")
         return

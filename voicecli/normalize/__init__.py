@@ -47,9 +47,9 @@ def speakable(text: str, *, code: CodeMode = "placeholder") -> str:
 
 def bounded(text: str) -> str:
     """Text made speakable elsewhere (by a client of the server, or by nobody), bounded as
-    ``speakable`` bounds it: runs of marks and blob-like words shortened; "" if no word is
-    left. Unlike ``speakable`` it leaves speakable text as it is."""
-    text = bound_runs(_PRIVATE_USE.sub("", text))
+    ``speakable`` bounds it: emoji dropped, runs of marks and blob-like words shortened;
+    "" if no word is left. Unlike ``speakable`` it leaves speakable text as it is."""
+    text = bound_runs(drop_symbols(_PRIVATE_USE.sub("", text)))
     return text if WORD_CHAR.search(text) else ""
 
 

@@ -40,6 +40,7 @@ from voicecli import protocol as p
 from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.frames import Word
+from voicecli.memory import release_free_memory
 from voicecli.server.outbox import Outbox
 from voicecli.server.requests import Limits, split_sentences
 
@@ -162,6 +163,7 @@ class Engine:
         self.load_error: str | None = None
         self.ready = threading.Event()  # the model is loaded
         self._settled = threading.Event()  # loaded, or failed to
+        self._worked_at: float | None = None  # the last step, until memory is released
 
     @property
     def clients(self) -> int:
@@ -287,8 +289,20 @@ class Engine:
                 turn = self._next_turn()
                 if turn is None:
                     self._work.wait(POLL)
-                    continue
+            if turn is None:
+                self._release_when_idle()
+                continue
             self._step(*turn)
+            self._worked_at = time.monotonic()
+
+    def _release_when_idle(self) -> None:
+        """Give freed memory back once no job has run for ``release_after``: a request
+        that arrives meanwhile waits for it (at most about 0.2 s)."""
+        if self._worked_at is None:
+            return
+        if time.monotonic() - self._worked_at >= self.limits.release_after:
+            self._worked_at = None
+            release_free_memory()
 
     def _next_turn(self) -> tuple[Listener, Job, bool] | None:
         """The listener to serve next, its first job, and whether anyone else is waiting

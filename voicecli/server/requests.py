@@ -30,7 +30,9 @@ class Limits:
     frame_samples: int = 4800  # 200 ms per audio frame, the granularity of cancel on the wire
     stall_timeout: float = 30.0  # seconds a client may read nothing before it is ended
     max_control_backlog: int = 256  # unsent control replies before a session is dropped
-    max_request_seconds: float = 120.0  # audio one speak may produce, whatever its text
+    # Audio one speak may produce, whatever its text: 2000 characters of prose are about
+    # 115 s at speed 1, so 230 s at 0.5.
+    max_request_seconds: float = 300.0
     # ...and no more than its text can take to say, at speed 1: Kokoro says a letter or
     # digit in about 0.07 s, a spelled-out hash's in 0.3 and a number's digit in 0.6,
     # so a speak that runs past this is a model gone astray, and is cut.
@@ -39,6 +41,7 @@ class Limits:
     shared_part_seconds: float = 0.4  # decoding per part while other clients wait...
     short_parts_ahead: float = 1.0  # ...or while the client has this much audio queued
     body_timeout: float = 30.0  # seconds to receive an /invocations body
+    release_after: float = 1.0  # idle seconds before freed memory goes back to the system
 
     @property
     def max_message_bytes(self) -> int:

@@ -301,3 +301,23 @@ def test_a_soak_of_long_and_odd_texts_leaves_the_server_near_its_baseline(real_m
     assert kinds["dots"] == kinds["emoji"] == "error: bad_request"  # refused, as the CLI does
     assert kinds["unbroken-word"] == "spoken"
     assert result["grown_mib"] <= GOAL_MIB, (result["peak_mib"], result["grown_mib"])
+
+
+def test_cpu_load_runs_busy_processes_in_their_own_session_and_stops_them():
+    import os
+
+    from voicecli.bench.cpu_load import busy_processes, cpu_load
+    from voicecli.bench.machine import machine_info
+
+    with cpu_load(2) as pids:
+        assert len(pids) == 2 and busy_processes() == 2
+        assert machine_info()["cpu_load"] == 2
+        time.sleep(0.5)
+        for pid in pids:
+            assert os.getsid(pid) == pid != os.getsid(0)  # another terminal's, as it were
+            with open(f"/proc/{pid}/stat") as f:
+                assert f.read().rsplit(")", 1)[1].split()[0] == "R"  # running, not waiting
+    assert busy_processes() == 0
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

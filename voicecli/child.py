@@ -81,9 +81,11 @@ class ChildProcess:
         env: Mapping[str, str] | None = None,
         grace: float = 5.0,
         nice: int = 0,
+        own_session: bool = False,
     ) -> None:
         self.argv = list(argv)
         self.nice = nice
+        self.own_session = own_session
         self.log_path = log_path
         self.env = dict(env) if env is not None else None
         self.grace = grace
@@ -106,7 +108,9 @@ class ChildProcess:
                 # voicecli only; but voicecli's session, because Linux's autogroups
                 # share the CPU between sessions first: in a session of its own, the
                 # LLM took a core from Kokoro whatever its niceness (docs/streaming.md).
-                process_group=0 if os.name == "posix" else None,
+                # ``own_session``: a child that stands for another program the user runs.
+                process_group=0 if os.name == "posix" and not self.own_session else None,
+                start_new_session=self.own_session,
                 preexec_fn=_preexec(self.nice),
             )
         atexit.register(self.stop)

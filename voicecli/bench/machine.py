@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from voicecli.bench.cpu_load import busy_processes
+
 
 def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
@@ -33,6 +35,8 @@ def machine_info() -> dict[str, Any]:
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         pass
+    info["cpu_load"] = busy_processes()  # busy processes the bench ran beside itself
+    info["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
     torch = sys.modules.get("torch")
     if torch is not None:
         info["torch"] = torch.__version__

@@ -257,6 +257,9 @@ def headline_lines(run: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         "(< 1 is faster than real time); 'RTF start..end' uses SYNTH_START..SYNTH_END, which "
         "also counts time blocked on a full ring buffer.",
     ]
+    busy = run.get("machine", {}).get("cpu_load")
+    if busy:
+        lines.append(f"Beside {busy} busy process{'es' if busy > 1 else ''} (--cpu-load).")
     if run["output"]["played_means"] != "dac":
         lines.append("NOTE: --no-play: 'played' means written to the WAV file, not heard.")
     if not summary["identical_text"]:

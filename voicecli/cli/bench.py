@@ -111,6 +111,15 @@ def parse_load(value: str) -> list[int]:
     "--no-engine, alternated (--trials each); with the client's own CPU time.",
 )
 @click.option(
+    "--cpu-load",
+    type=click.IntRange(0, 64),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Run N busy processes at normal priority beside the bench (in their own session, "
+    "as programs in another terminal), started and stopped by it.",
+)
+@click.option(
     "--soak",
     "soak",
     type=click.FloatRange(1.0, 86400.0),
@@ -150,7 +159,10 @@ def bench(**options: Any) -> None:
     ring buffer, device. Writes JSON with every timestamp and an HTML waterfall
     to --output-dir.
     """
-    _bench(**options)
+    from voicecli.bench.cpu_load import cpu_load
+
+    with cpu_load(options.pop("cpu_load")):
+        _bench(**options)
 
 
 def _bench(

@@ -280,12 +280,11 @@ def test_a_bad_mode_is_a_clear_error(tiny_model_dir):
 def test_synth_threads_set_the_threads_of_torchs_thread(tiny_model_dir):
     import torch
 
-    before = torch_thread.run(torch.get_num_threads)
     try:
         synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, threads=1)
         assert torch_thread.run(torch.get_num_threads) == 1 and synth.describe()["threads"] == 1
     finally:
-        torch_thread.run(torch.set_num_threads, before)
+        torch_thread.configure(None)
 
 
 def words_of(chunks, sentence: int) -> list:

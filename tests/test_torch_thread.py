@@ -11,7 +11,6 @@ import os
 import threading
 
 import pytest
-import torch
 
 from voicecli.tts import torch_thread
 
@@ -48,10 +47,9 @@ def test_the_result_or_the_exception_comes_back_and_a_nested_call_does_not_wait_
 def test_synthesizing_from_many_threads_starts_no_openmp_team_of_their_own(tiny_model_dir):
     from voicecli.tts.kokoro_local import KokoroSynthesizer
 
-    before_threads = torch_thread.run(torch.get_num_threads)
-    torch_thread.run(torch.set_num_threads, 2)  # a team of 2 per thread that computes
     try:
-        synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
+        # A team of 2 per thread that computes.
+        synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, threads=2)
         for _ in synth.speaker().speak("Warm."):
             pass  # torch's thread has its team now
         done, hold = threading.Barrier(4), threading.Event()
@@ -74,6 +72,6 @@ def test_synthesizing_from_many_threads_starts_no_openmp_team_of_their_own(tiny_
             for t in callers:
                 t.join()
     finally:
-        torch_thread.run(torch.set_num_threads, before_threads)
+        torch_thread.configure(None)
     # The three callers themselves, and no OpenMP worker for any of them.
     assert during - idle == 3

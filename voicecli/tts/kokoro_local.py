@@ -376,10 +376,8 @@ class KokoroSynthesizer:
             )
         if self.lang not in INSTALLED_LANGS:
             log.warning("language %s needs misaki extras beyond English", self.lang)
-        if threads is not None:
-            # For all of voicecli's torch work, which runs on that one thread: with the
-            # embedded LLM on the same cores, fewer can be faster.
-            torch_thread.run(torch.set_num_threads, threads)
+        # For all of voicecli's torch work, which runs on that one thread.
+        torch_thread.configure(threads)
         self.files = ModelFiles.resolve(model_dir)
         self.packs = VoicePacks(self.files)
         self.voice = self.packs.get(self.spec)

@@ -10,6 +10,9 @@ generator pass instead of none, and a first unit's text stages and first part in
 1.3 s instead of 0.8 to 0.9 s. So every torch computation voicecli makes (loading the
 model and voices, the text stages, the generator) runs here, one at a time, and its
 callers wait for it.
+
+Its team is fitted to the cores nobody else wants before each piece of work
+(``cpu_share``), unless ``configure`` fixed its size.
 """
 
 from __future__ import annotations
@@ -19,12 +22,25 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from voicecli.tts.cpu_share import CpuShare
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 _ident: int | None = None
+_fixed: int | None = None  # the team size ``configure`` asked for
+_share: CpuShare | None = None  # built at the next piece of work
+_default = 0  # torch's own team size (OMP_NUM_THREADS, else its cores), read once
+_team = 0  # torch's team size as last set here
+
+
+def configure(threads: int | None) -> None:
+    """A fixed team of ``threads``, or None: fitted to the free cores, up to torch's
+    own default."""
+    global _fixed, _share
+    _fixed, _share = threads, None
 
 
 def _started() -> None:
@@ -40,5 +56,20 @@ def run(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     with _lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(1, "voicecli-torch", initializer=_started)
-        future: Future[T] = _executor.submit(fn, *args, **kwargs)
+        future: Future[T] = _executor.submit(_fitted, fn, *args, **kwargs)
     return future.result()
+
+
+def _fitted(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    global _share, _default, _team
+    import torch  # imported by the work's caller already; never by torch_thread's
+
+    if _share is None:
+        _default = _default or torch.get_num_threads()
+        _team = torch.get_num_threads()
+        _share = CpuShare(_fixed or _default, fixed=_fixed is not None)
+    threads = _share.threads()
+    if threads != _team:
+        torch.set_num_threads(threads)
+        _team = threads
+    return fn(*args, **kwargs)

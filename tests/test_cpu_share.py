@@ -17,9 +17,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_busy_processes_are_seen_and_the_team_shrinks_for_a_while_after_them(monkeypatch):
+def test_busy_processes_are_seen_and_the_team_shrinks_while_they_run(monkeypatch):
     monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
-    monkeypatch.setattr(cpu_share, "HOLD", 1.0)
     share = CpuShare(2)
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
@@ -33,8 +32,21 @@ def test_busy_processes_are_seen_and_the_team_shrinks_for_a_while_after_them(mon
     assert share.threads() == 1  # a load seen a moment ago still counts
 
 
+def test_a_task_runnable_now_and_then_leaves_the_team_whole(monkeypatch):
+    monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
+    readings = iter([0, 0, 1, 0] + [1 if k % 5 == 0 else 0 for k in range(40)])
+    monkeypatch.setattr(cpu_share, "others_running", lambda: next(readings))
+    share = CpuShare(2)
+    teams = []
+    for _ in range(20):
+        teams.append(share.threads())
+        time.sleep(0.02)
+    assert teams == [2] * 20
+
+
 def test_a_fixed_team_is_never_changed(monkeypatch):
     monkeypatch.setattr(cpu_share, "others_running", lambda: 5)
+    monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
     assert CpuShare(2, fixed=True).threads() == 2
     assert CpuShare(2).threads() == 1
     monkeypatch.setattr(cpu_share, "others_running", lambda: 0)

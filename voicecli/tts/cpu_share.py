@@ -6,17 +6,18 @@ at every other barrier and the rest wait for it: on this machine, beside one bus
 process, Kokoro's real-time factor went from 0.45 with one thread to 3 to 14 with two
 (docs/engine.md). So before each piece of torch work the team is fitted to the cores
 nobody else wants: the usable cores, less the tasks of other processes that are
-runnable right now (Linux counts them in /proc/stat), and it stays small for a few
-seconds after the last sight of one, as loads come in bursts.
+runnable (Linux counts them in /proc/stat), averaged over a second.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
 
-HOLD = 3.0  # s a contended reading keeps counting
+TAU = 1.0  # s over which other processes' runnable tasks are averaged
+FRESH_READINGS = 4
 
 
 def usable_cores() -> int:
@@ -48,25 +49,39 @@ def others_running() -> int | None:
 
 class CpuShare:
     """The team size for torch's next piece of work, from 1 to ``most``; always ``most``
-    if ``fixed``."""
+    if ``fixed``.
+
+    Other processes' runnable tasks are averaged over about ``TAU`` seconds: a busy
+    program is runnable at every reading, a sound server or an editor only now and
+    then, and a team of two costs little beside those. After a pause (between turns)
+    a few readings 1 ms apart start the average afresh.
+    """
 
     def __init__(self, most: int, *, fixed: bool = False) -> None:
         self.most = max(1, most)
         self.fixed = fixed
         self._cores = usable_cores()
-        self._fewest_free = self._cores
-        self._held_until = 0.0
+        self._load = 0.0
+        self._read_at: float | None = None
 
     def threads(self) -> int:
         if self.fixed or self.most == 1:
             return self.most
-        others = others_running()
-        if others is None:
-            return self.most
         now = time.monotonic()
-        free = max(1, self._cores - others)
-        if free < self._fewest_free or now >= self._held_until:
-            self._fewest_free = free
-        if free < self._cores:
-            self._held_until = now + HOLD
-        return min(self.most, self._fewest_free)
+        if self._read_at is None or now - self._read_at > TAU:
+            readings = []
+            for k in range(FRESH_READINGS):
+                if k:
+                    time.sleep(0.001)
+                readings.append(others_running())
+            if None in readings:
+                return self.most
+            self._load = sum(readings) / len(readings)  # type: ignore[arg-type]
+        else:
+            others = others_running()
+            if others is None:
+                return self.most
+            self._load += (1.0 - math.exp((self._read_at - now) / TAU)) * (others - self._load)
+        self._read_at = now
+        free = self._cores - int(self._load + 0.5)
+        return max(1, min(self.most, free))

@@ -57,6 +57,11 @@ bidi_python() {
 }
 named=0
 for arg in "$@"; do [[ -e ${arg%%::*} ]] && named=1; done
+# The bidirectional suite runs beside the parallel half, its output held until that ends:
+# it mostly waits on TLS and its server, and alone it took 22 s of the run.
+bidi_status=0
+bidi_log=$(mktemp)
+bidi_pid=
 if [[ $named == 0 ]]; then
     if bidi=$(bidi_python); then
         BIDI=$repo/.venv-bidi
@@ -65,7 +70,8 @@ if [[ $named == 0 ]]; then
         # venv, so voicecli's own dependencies are missing here on purpose.
         "$BIDI/bin/python" -m pip install --quiet --no-deps --no-warn-conflicts -e .
         "$BIDI/bin/python" -m pip install --quiet --no-warn-conflicts -r tests/bidi/requirements.txt
-        VOICECLI_SERVER_PYTHON=$PY "$BIDI/bin/python" -m pytest tests/bidi "$@"
+        VOICECLI_SERVER_PYTHON=$PY "$BIDI/bin/python" -m pytest tests/bidi "$@" >"$bidi_log" 2>&1 &
+        bidi_pid=$!
     elif [[ ${VOICECLI_REQUIRE_BIDI:-0} == 1 ]]; then
         echo "no Python 3.12+ for the SageMaker bidirectional tests (set VOICECLI_BIDI_PYTHON)" >&2
         exit 1
@@ -76,11 +82,24 @@ fi
 # Four workers with one torch thread each: most tests wait on sockets, processes or a
 # paced device, so four keep the two cores busy (measured: 260 s, against 302 s with two
 # and 289 s with six), where torch teams of two threads each would spin against each
-# other. Tests that judge real-time playback (`serial`) then run alone.
+# other. Work stealing: the longest tests (20-30 s) end together instead of in a tail.
+# Tests that judge real-time playback (`serial`) then run alone.
 status=0
-OMP_NUM_THREADS=1 "$PY" -m pytest -n 4 -m "not serial" "$@" || status=$?
+OMP_NUM_THREADS=1 "$PY" -m pytest -n 4 --dist worksteal -m "not serial" "$@" || status=$?
+if [[ -n $bidi_pid ]]; then
+    wait "$bidi_pid" || bidi_status=$?
+    echo "--- tests/bidi (in .venv-bidi) ---"
+    cat "$bidi_log"
+fi
+rm -f "$bidi_log"
 serial=0
-"$PY" -m pytest -m serial "$@" || serial=$?
+# Only the files that hold serial tests are collected, unless tests were named.
+serial_files=()
+if [[ $named == 0 ]]; then
+    mapfile -t serial_files < <(grep -l "mark.serial" tests/test_*.py)
+fi
+"$PY" -m pytest -m serial "$@" "${serial_files[@]}" || serial=$?
+[[ $bidi_status == 0 || $bidi_status == 5 ]] || exit "$bidi_status"
 # 5: no test was selected in that half (a run of named tests).
 for code in $status $serial; do [[ $code == 0 || $code == 5 ]] || exit "$code"; done
 [[ $status == 0 || $serial == 0 ]] || exit 5

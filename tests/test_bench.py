@@ -296,7 +296,7 @@ def test_a_soak_of_long_and_odd_texts_leaves_the_server_near_its_baseline(real_m
     from voicecli.bench.soak import GOAL_MIB, run_soak
 
     settings = Settings(voice="jf_alpha", lang="a", model_dir=real_model_dir)
-    result = run_soak(settings, seconds=12, idle=3, output_dir=tmp_path, progress=lambda _: None)
+    result = run_soak(settings, seconds=8, idle=2, output_dir=tmp_path, progress=lambda _: None)
     kinds = {r["kind"]: r["ended"] for r in result["requests"]}
     assert kinds["dots"] == kinds["emoji"] == "error: bad_request"  # refused, as the CLI does
     assert kinds["unbroken-word"] == "spoken"

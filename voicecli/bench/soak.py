@@ -105,7 +105,9 @@ def run_soak(
     idle: float,
     output_dir: Path,
     progress: Callable[[str], None],
+    mix: tuple[tuple[str, str], ...] = MIX,
 ) -> dict[str, Any]:
+    """Requests from ``mix`` in turn for ``seconds``, and at least once each."""
     if settings.sagemaker_endpoint or settings.endpoint_url:
         raise VoiceCliError("--soak starts its own `voicecli serve` to watch its memory.")
     with ExitStack() as stack:
@@ -118,8 +120,8 @@ def run_soak(
             time.sleep(idle)
             baseline = rss_mib(pid)
             began = time.monotonic()
-            for k, (kind, text) in enumerate(_cycle()):
-                if time.monotonic() - began >= seconds:
+            for k, (kind, text) in enumerate(_cycle(mix)):
+                if k >= len(mix) and time.monotonic() - began >= seconds:
                     break
                 progress(f"{kind} ({len(text)} characters)")
                 result = speak_and_read(ws, f"s{k}", text, settings.voice)
@@ -149,9 +151,9 @@ def run_soak(
         }
 
 
-def _cycle() -> Iterator[tuple[str, str]]:
+def _cycle(mix: tuple[tuple[str, str], ...]) -> Iterator[tuple[str, str]]:
     while True:
-        yield from MIX
+        yield from mix
 
 
 def report_lines(result: dict[str, Any]) -> Iterator[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from voicecli.bench.cpu_load import busy_processes
+from voicecli.tts.cpu_share import usable_cores
 
 
 def machine_info() -> dict[str, Any]:
@@ -19,10 +20,7 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
     }
-    try:
-        info["usable_cores"] = len(os.sched_getaffinity(0))
-    except AttributeError:
-        info["usable_cores"] = os.cpu_count()
+    info["usable_cores"] = usable_cores()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -40,6 +40,9 @@ class StandInModel:
     def limit_parts(self, seconds: float | None) -> None:
         pass
 
+    def warm_up(self) -> None:
+        pass
+
 
 class RunningServer:
     def __init__(

@@ -358,3 +358,41 @@ def test_dockerfile_pins_the_model_revision_and_declares_bidirectional_streaming
     assert re.search(rf"KOKORO_REVISION={kokoro_files.REVISION}\b", dockerfile)
     assert "EXPOSE 8080" in dockerfile
     assert "download.pytorch.org/whl/cpu" in dockerfile
+
+
+class WarmingModel(StandInModel):
+    """Notes when it is warmed up and when it speaks."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def warm_up(self) -> None:
+        self.events.append("warm")
+
+    def speak_steps(
+        self,
+        chunks: list[str],
+        cancel: CancelToken | None = None,
+        voice: str | None = None,
+        speed: float | None = None,
+    ) -> Iterator[np.ndarray]:
+        self.events.append("speak")
+        yield np.zeros(2400, np.float32)
+
+
+def test_the_model_is_warmed_up_once_when_idle_never_before_a_waiting_client() -> None:
+    model = WarmingModel()
+    running = RunningServer(lambda: model, Limits(warm_after=2.0)).start()
+    try:
+        running.wait_ready()
+        engine = running.server.config.app.state.engine
+        with ws_connect(running) as ws:
+            ws.send(speak("first", "Hello."))  # the client that waited for the load
+            assert collect(ws, "first")[1]["type"] == "sentence_done"
+            assert engine.warm.wait(RECV_TIMEOUT)
+            ws.send(speak("later", "Hello."))
+            assert collect(ws, "later")[1]["type"] == "sentence_done"
+            time.sleep(1.0)  # idle again: no second warm-up
+        assert model.events == ["speak", "warm", "speak"]
+    finally:
+        running.stop()

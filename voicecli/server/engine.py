@@ -82,6 +82,11 @@ class SpeechModel(Protocol):
 
     def speaker(self) -> Speaker: ...
 
+    def warm_up(self) -> None:
+        """Pay a process's first, slower forward passes; the server calls it once, when
+        idle, so that it never delays a client that is already waiting."""
+        ...
+
 
 @dataclass(eq=False)
 class Job:
@@ -164,6 +169,8 @@ class Engine:
         self.ready = threading.Event()  # the model is loaded
         self._settled = threading.Event()  # loaded, or failed to
         self._worked_at: float | None = None  # the last step, until memory is released
+        self._idle_since = 0.0  # when the worker last had a job (or the model loaded)
+        self.warm = threading.Event()  # the model has been warmed up
 
     @property
     def clients(self) -> int:
@@ -274,6 +281,7 @@ class Engine:
             log.error("model failed to load: %s", self.load_error)
             self._settled.set()  # the text stage fails what it holds and what comes
             return
+        self._idle_since = time.monotonic()
         self.ready.set()
         self._settled.set()
         log.info("model loaded; serving")
@@ -290,10 +298,31 @@ class Engine:
                 if turn is None:
                     self._work.wait(POLL)
             if turn is None:
+                self._warm_up_when_idle()
                 self._release_when_idle()
                 continue
             self._step(*turn)
-            self._worked_at = time.monotonic()
+            self._worked_at = self._idle_since = time.monotonic()
+
+    def _warm_up_when_idle(self) -> None:
+        """Warm the model up once nobody has had a job for ``warm_after``. The client
+        that started an engine is served first, cold (a first pass is about 0.2 s
+        slower): the warm-up would make it wait about a second."""
+        if self.warm.is_set() or time.monotonic() - self._idle_since < self.limits.warm_after:
+            return
+        with self._work:
+            if any(listener.jobs for listener in self._listeners):
+                self._idle_since = time.monotonic()  # in the text stage: not idle
+                return
+        assert self.model is not None
+        began = time.monotonic()
+        try:
+            self.model.warm_up()
+        except Exception as exc:  # noqa: BLE001 - the next request will say what is wrong
+            log.warning("warm-up failed: %r", exc)
+        log.info("warmed up in %.2f s", time.monotonic() - began)
+        self.warm.set()
+        self._worked_at = time.monotonic()
 
     def _release_when_idle(self) -> None:
         """Give freed memory back once no job has run for ``release_after``: a request

@@ -42,6 +42,7 @@ class Limits:
     short_parts_ahead: float = 1.0  # ...or while the client has this much audio queued
     body_timeout: float = 30.0  # seconds to receive an /invocations body
     release_after: float = 1.0  # idle seconds before freed memory goes back to the system
+    warm_after: float = 0.5  # idle seconds after loading before the model is warmed up
 
     @property
     def max_message_bytes(self) -> int:

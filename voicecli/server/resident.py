@@ -62,7 +62,7 @@ class Resident:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.identity = identity(settings)
-        self.factory = kokoro_factory(settings, warm_up=True)
+        self.factory = kokoro_factory(settings)
         self.engine = Engine(self.factory, Limits())
         self.started = time.monotonic()
         self.last_active = time.monotonic()

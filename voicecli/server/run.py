@@ -131,17 +131,13 @@ def serve(
     make_server(synth_factory, limits, log_level).run(sockets=[sock])
 
 
-def kokoro_factory(settings: Settings, warm_up: bool = False) -> Callable[[], SpeechModel]:
-    """Local Kokoro from ``settings``; ``warm_up``: pay the first forward passes before
-    the server says it is ready (the resident engine's first client should not)."""
+def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
+    """Local Kokoro from ``settings`` (the engine warms it up once idle)."""
 
     def load() -> SpeechModel:
         from voicecli.tts.factory import local_synthesizer
 
-        synth = local_synthesizer(settings)  # KokoroSynthesizer: a SpeechModel too
-        if warm_up:
-            synth.warm_up()
-        return synth  # type: ignore[return-value]
+        return local_synthesizer(settings)  # type: ignore[return-value]  # a SpeechModel too
 
     return load
 

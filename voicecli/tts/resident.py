@@ -385,7 +385,7 @@ class EngineSynthesizer:
             self._local.set_speed(speed)
 
     def warm_up(self) -> None:
-        """The engine warmed itself up when it started."""
+        """The engine warms itself up once it is idle."""
 
     def describe(self) -> dict[str, Any]:
         return {**self._remote.describe(), "kind": "engine", "socket": str(self.engine.socket)}

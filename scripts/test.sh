@@ -57,20 +57,25 @@ bidi_python() {
 }
 named=0
 for arg in "$@"; do [[ -e ${arg%%::*} ]] && named=1; done
-# The bidirectional suite runs beside the parallel half, its output held until that ends:
-# it mostly waits on TLS and its server, and alone it took 22 s of the run.
+# The bidirectional suite, its venv's set-up included, runs beside the parallel half, its
+# output held until that ends: it mostly waits on the package index, TLS and its server
+# (alone, set-up and tests took about a minute of a run from a clean clone).
+bidi_suite() {
+    local BIDI=$repo/.venv-bidi
+    [[ -x $BIDI/bin/python ]] || "$1" -m venv "$BIDI"
+    # --no-deps: this venv runs only the AWS client against a server from the main
+    # venv, so voicecli's own dependencies are missing here on purpose.
+    "$BIDI/bin/python" -m pip install --quiet --no-deps --no-warn-conflicts -e . &&
+        "$BIDI/bin/python" -m pip install --quiet --no-warn-conflicts \
+            -r tests/bidi/requirements.txt &&
+        VOICECLI_SERVER_PYTHON=$PY "$BIDI/bin/python" -m pytest tests/bidi "${@:2}"
+}
 bidi_status=0
 bidi_log=$(mktemp)
 bidi_pid=
 if [[ $named == 0 ]]; then
     if bidi=$(bidi_python); then
-        BIDI=$repo/.venv-bidi
-        [[ -x $BIDI/bin/python ]] || "$bidi" -m venv "$BIDI"
-        # --no-deps: this venv runs only the AWS client against a server from the main
-        # venv, so voicecli's own dependencies are missing here on purpose.
-        "$BIDI/bin/python" -m pip install --quiet --no-deps --no-warn-conflicts -e .
-        "$BIDI/bin/python" -m pip install --quiet --no-warn-conflicts -r tests/bidi/requirements.txt
-        VOICECLI_SERVER_PYTHON=$PY "$BIDI/bin/python" -m pytest tests/bidi "$@" >"$bidi_log" 2>&1 &
+        bidi_suite "$bidi" "$@" >"$bidi_log" 2>&1 &
         bidi_pid=$!
     elif [[ ${VOICECLI_REQUIRE_BIDI:-0} == 1 ]]; then
         echo "no Python 3.12+ for the SageMaker bidirectional tests (set VOICECLI_BIDI_PYTHON)" >&2

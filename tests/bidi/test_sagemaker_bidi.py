@@ -69,6 +69,15 @@ def speak_all(
     return list(s.stream(sentences, CancelToken(), timeline or Timeline()))
 
 
+def settled(condition: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def audio_of(chunks: list[AudioChunk], sentence: int) -> np.ndarray:
     return np.concatenate([c.samples for c in chunks if c.sentence == sentence])
 
@@ -93,6 +102,8 @@ def test_real_audio_comes_back_with_the_same_timeline_marks(runtime: StandIn) ->
     # back in binary frames, control in text frames, and each stream ended cleanly.
     assert {kind for _, kind, _ in runtime.record.to_container} == {"text"}
     assert {kind for _, kind, _ in runtime.record.from_container} == {"text", "binary"}
+    # The stand-in records a stream's end on its own loop, after the client has gone.
+    assert settled(lambda: len(runtime.record.ended) == 2)
     assert runtime.record.ended == ["completed", "completed"]
     assert runtime.record.pings >= 1  # answered by the real container all along
 

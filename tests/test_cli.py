@@ -281,7 +281,8 @@ def test_voices_lists_by_language_and_gender(tiny_model_dir):
 def test_devices_marks_the_default(capture_device):
     result = run(["devices"])
     assert result.exit_code == 0
-    assert "voicecli_capture" in result.output and "*" in result.output
+    assert "voicecli_capture" in result.output
+    assert re.search(r"output( input)? +│ \d+ +│ default", result.output), result.output
 
 
 # --- real subprocesses: stdin is a pipe ----------------------------------------------

@@ -13,6 +13,7 @@ import time
 from collections import deque
 from typing import Any
 
+from voicecli.audio.devices import NO_DEVICE_HINT, resolve_device, sounddevice_module
 from voicecli.audio.ledger import SpanLedger
 from voicecli.audio.ring import RingBuffer
 from voicecli.cancel import CancelToken
@@ -21,62 +22,10 @@ from voicecli.frames import AudioChunk, Playback, PlayedHook, SinkCapabilities, 
 
 log = logging.getLogger(__name__)
 
-NO_DEVICE_HINT = "Use --output FILE.wav to write the audio to a file instead."
 # A live stream calls back every block, silence included (paused or not), so this long
 # without a callback means the device is gone; generous because a new PulseAudio
 # stream may stall for a second or two.
 STALL_SECONDS = 5.0
-
-
-def _sounddevice():
-    try:
-        import sounddevice
-    except OSError as exc:  # PortAudio missing: the wheel does not bundle it on Linux
-        raise VoiceCliError(
-            f"Audio output is unavailable: {exc}. Install PortAudio "
-            f"(Debian/Ubuntu: apt-get install libportaudio2). {NO_DEVICE_HINT}"
-        ) from None
-    return sounddevice
-
-
-def resolve_device(device: str | int | None) -> int | None:
-    """A sounddevice output index from an index, a (partial) name, or None for the default."""
-    sd = _sounddevice()
-    try:
-        devices = sd.query_devices()
-    except Exception as exc:  # noqa: BLE001
-        raise VoiceCliError(f"Cannot list audio devices: {exc}. {NO_DEVICE_HINT}") from None
-    outputs = [(i, d) for i, d in enumerate(devices) if d["max_output_channels"] > 0]
-    if device is None or device == "":
-        try:
-            index = sd.default.device[1]
-        except Exception:  # noqa: BLE001
-            index = -1
-        if index is None or index < 0:
-            if not outputs:
-                raise VoiceCliError(f"No audio output device found. {NO_DEVICE_HINT}")
-            return outputs[0][0]
-        return int(index)
-    text = str(device).strip()
-    if text.lstrip("-").isdigit():
-        index = int(text)
-        if not any(i == index for i, _ in outputs):
-            raise VoiceCliError(
-                f"No output device with index {index}. "
-                f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}"
-            )
-        return index
-    exact = [i for i, d in outputs if d["name"] == text]
-    matches = exact or [i for i, d in outputs if text.lower() in d["name"].lower()]
-    if not matches:
-        raise VoiceCliError(
-            f"No output device named {text!r}. "
-            f"Run `voicecli devices` to list them. {NO_DEVICE_HINT}"
-        )
-    if len(matches) > 1:
-        names = ", ".join(repr(devices[i]["name"]) for i in matches)
-        raise VoiceCliError(f"Device {text!r} is ambiguous: {names}. Use its index.")
-    return matches[0]
 
 
 class Player:
@@ -114,7 +63,7 @@ class Player:
         self._stream = self._open(latency)
 
     def _open(self, latency: str | float):
-        sd = _sounddevice()
+        sd = sounddevice_module()
         try:
             sd.check_output_settings(
                 device=self.device, channels=1, dtype="float32", samplerate=self.sample_rate
@@ -288,7 +237,7 @@ class Player:
         return None  # a device keeps nothing
 
     def describe(self) -> dict[str, Any]:
-        sd = _sounddevice()
+        sd = sounddevice_module()
         return {
             "kind": "device",
             "device": sd.query_devices(self.device)["name"],

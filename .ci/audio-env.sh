@@ -6,6 +6,9 @@
 #  - "voicecli_capture" plays through the same sink AND appends every sample the
 #    device took to a raw float32 file (ALSA file plugin), so tests can check
 #    what reached the device.
+#  - A microphone: the default source is the monitor of a second null sink,
+#    "voicecli_mic", so whatever a test plays into that sink (a user's utterance,
+#    and the speakers' echo through module-loopback) is what voicecli hears.
 # Exports PULSE_SERVER, ALSA_CONFIG_PATH and VOICECLI_CAPTURE.
 VOICECLI_AUDIO_DIR="${VOICECLI_AUDIO_DIR:-/tmp/voicecli-audio}"
 mkdir -p "$VOICECLI_AUDIO_DIR/run/pulse"
@@ -45,3 +48,9 @@ if ! pactl info >/dev/null 2>&1; then
         >/dev/null 2>&1 &
 fi
 pactl info >/dev/null 2>&1 || { echo "audio-env: PulseAudio did not start:" >&2; cat "$VOICECLI_AUDIO_DIR/pulse.log" >&2; }
+# Here, not in default.pa, so that a PulseAudio started by an older version gets it too.
+if ! pactl list short sinks 2>/dev/null | grep -q voicecli_mic; then
+    pactl load-module module-null-sink sink_name=voicecli_mic rate=16000 channels=1 \
+        sink_properties=device.description=voicecli-mic >/dev/null
+    pactl set-default-source voicecli_mic.monitor
+fi

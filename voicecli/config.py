@@ -42,6 +42,12 @@ class Settings:
     captions: Path | None = None  # WebVTT (.vtt) or SubRip (.srt) captions of the WAV file
     play: bool | None = None  # None: play unless --output was given
     blocksize: int = 480  # frames per device callback (20 ms at 24 kHz)
+    # Voice input (chat --listen)
+    asr_model: str = "tiny.en"  # faster-whisper model name (from the hub) or a directory
+    input_device: str | None = None  # microphone: sounddevice index or name; None: default
+    listen_hangover: float = 0.8  # seconds of silence that end the user's turn
+    max_utterance: float = 30.0  # seconds of speech handed on at most, without a pause
+    headphones: bool = False  # no echo: speech while the reply plays interrupts it
     # Backpressure: how much work may wait ahead of the listener
     max_sentences_ahead: int = 32  # sentences waiting for the synthesizer
     max_audio_ahead: float = 10.0  # seconds of synthesized audio waiting in the ring buffer
@@ -187,6 +193,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "llm_threads": (1, 256),
     "llm_nice": (0, 19),
     "engine_idle": (1.0, 7 * 86400.0),
+    "listen_hangover": (0.1, 5.0),
+    "max_utterance": (1.0, 120.0),
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "synthesis": ("phrases", "sentence"),

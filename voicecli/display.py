@@ -282,6 +282,51 @@ def listening() -> None:
         err.print(line)
 
 
+class ListenStatus:
+    """The state line of ``chat --listen`` while it waits for the user: what the
+    microphone hears (a level meter), and what is being typed."""
+
+    BARS = " ▁▂▃▄▅▆▇█"
+
+    def __init__(self, poll: Callable[[], tuple[str, float, str]]) -> None:
+        self.poll = poll  # () -> (state, level in dBFS, text typed so far)
+        self.live: Live | None = None
+
+    def start(self) -> None:
+        if err.is_terminal and self.live is None:
+            self.live = Live(
+                get_renderable=self._render, console=err, refresh_per_second=12, transient=True
+            )
+            self.live.start()
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def _render(self) -> Text:
+        state, level, typed = self.poll()
+        # -60 dBFS (a quiet room) to -10 (loud speech), in eight steps.
+        step = min(len(self.BARS) - 1, max(0, round((level + 60) / 50 * (len(self.BARS) - 1))))
+        line = Text(f"● {state:<12}", style=f"bold {STATE_STYLES.get('listening', '')}")
+        line.append(self.BARS[: step + 1].ljust(len(self.BARS)), style="green")
+        line.append(f" {level:5.0f} dB  ", style="dim")
+        if typed:
+            line.append(f"you> {typed}▌")
+        else:
+            line.append("speak, or type · /help · Ctrl-D quits", style="dim")
+        return line
+
+
+def heard(text: str, capped: bool) -> None:
+    """What the user said, as the conversation takes it."""
+    note_capped = " (cut: you spoke without a pause for too long)" if capped else ""
+    if out.is_terminal:
+        out.print(Text("you (voice)> ", style="bold") + Text(text) + Text(note_capped, "dim"))
+    else:
+        out.print(f"you (voice)> {text}{note_capped}", markup=False)
+
+
 def stream_text(piece: str) -> None:
     """Show LLM text as it arrives (raw: partial markup must not be re-rendered)."""
     sys.stdout.write(piece)

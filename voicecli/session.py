@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from voicecli import display
-from voicecli.audio.player import resolve_device
+from voicecli.audio.devices import resolve_device
 from voicecli.audio.sink import make_sink
 from voicecli.audio.wav import check_writable
 from voicecli.cancel import CancelToken
@@ -123,6 +123,7 @@ class Session:
         self.captions: Captions | None = None
         self._saved_sigint: object = None
         self._interrupted_once = False
+        self._turn: Turn | None = None  # the turn being spoken, for ``interrupt``
 
     def __enter__(self) -> Session:
         # A bad device or output path fails before the model loads, not after.
@@ -195,7 +196,7 @@ class Session:
             max_sentences_ahead=self.settings.max_sentences_ahead,
         )
         turn = Turn(self.sink, cancel, timeline, keys=self.keys is not None)
-        self.last_turn = turn
+        self.last_turn = self._turn = turn
         view = view if view is not None else display.turn_view(reply=False)
 
         def key_pressed(key: str) -> None:
@@ -221,6 +222,7 @@ class Session:
         except KeyboardInterrupt:
             ctrl_c = True
         finally:
+            self._turn = None
             if self.keys is not None:
                 self.keys.stop()
             if self.sink.paused:
@@ -240,6 +242,17 @@ class Session:
         if self.settings.timeline_file is not None:
             _append_json(self.settings.timeline_file, timeline.to_dict())
         return result
+
+    def interrupt(self, reason: str) -> None:
+        """Flush the turn being spoken, as a key does (from any thread); no turn, no-op."""
+        turn = self._turn
+        if turn is not None:
+            turn.cancel.cancel(reason)
+
+    @property
+    def speaking(self) -> bool:
+        """A turn is running."""
+        return self._turn is not None
 
     # --- Ctrl-C ---------------------------------------------------------------------
     def _install_sigint(self) -> None:

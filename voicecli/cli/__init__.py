@@ -28,6 +28,7 @@ for command in (
     commands.voices,
     commands.devices,
     commands.import_weights,
+    commands.transcribe,
     bench,
     engine,
 ):

@@ -91,13 +91,25 @@ def check_speakable(text: str, code: str) -> None:
 @click.option("--temperature", type=float, help="Sampling temperature.")
 @click.option("--max-tokens", type=int, help="Longest reply, in tokens.")
 @click.option("--once", "once", metavar="QUESTION", help="Ask one question, speak, exit.")
+@click.option(
+    "--listen", is_flag=True, help="Hands-free: speak your questions (typing still works)."
+)
+@click.option("--input-device", help="Microphone: sounddevice index or name.")
+@click.option(
+    "--headphones/--no-headphones",
+    default=None,
+    help="With headphones the microphone hears no echo, so speaking interrupts the reply.",
+)
+@click.option("--asr-model", help="faster-whisper model: tiny.en (default), base.en... or a dir.")
 @user_errors
-def chat(config_path: Path | None, once: str | None, **flags: Any) -> None:
+def chat(config_path: Path | None, once: str | None, listen: bool, **flags: Any) -> None:
     """Talk with an LLM; replies are spoken as they stream."""
     from voicecli.chat import run_chat
 
+    if listen and once is not None:
+        raise VoiceCliError("--listen and --once: choose one (--listen asks by voice).")
     settings = settings_from(config_path, **flags)
-    run_chat(settings, once=once)
+    run_chat(settings, once=once, listen=listen)
 
 
 # --- serve -------------------------------------------------------------------------
@@ -163,39 +175,66 @@ def voices(model_dir: Path | None, config_path: Path | None) -> None:
 @click.command()
 @user_errors
 def devices() -> None:
-    """List audio output devices; * marks the default."""
+    """List audio devices: outputs for --device, inputs for --input-device."""
     from rich.table import Table
 
-    from voicecli.audio.player import _sounddevice
+    from voicecli.audio.devices import sounddevice_module
 
-    sd = _sounddevice()
+    sd = sounddevice_module()
     try:
         all_devices = sd.query_devices()
-        default_out = sd.default.device[1]
+        default_in, default_out = sd.default.device
     except Exception as exc:  # noqa: BLE001
         raise VoiceCliError(f"Cannot list audio devices: {exc}") from None
     apis = sd.query_hostapis()
-    table = Table(title="Audio output devices", title_justify="left")
-    for column in ("", "index", "name", "host API", "channels", "default rate"):
+    table = Table(title="Audio devices", title_justify="left")
+    for column in ("default", "index", "name", "host API", "out", "in", "default rate"):
         table.add_column(column)
     count = 0
     for index, dev in enumerate(all_devices):
-        if dev["max_output_channels"] < 1:
+        outs, ins = dev["max_output_channels"], dev["max_input_channels"]
+        if outs < 1 and ins < 1:
             continue
         count += 1
+        default = [k for k, i in (("output", default_out), ("input", default_in)) if i == index]
         table.add_row(
-            "*" if index == default_out else "",
+            " ".join(default),
             str(index),
             dev["name"],
             apis[dev["hostapi"]]["name"],
-            str(dev["max_output_channels"]),
+            str(outs),
+            str(ins),
             f"{dev['default_samplerate']:.0f}",
         )
     if not count:
         raise VoiceCliError(
-            "No audio output devices found. Use --output FILE.wav to write audio to a file instead."
+            "No audio devices found. Use --output FILE.wav to write audio to a file instead."
         )
     display.out.print(table)
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@config_option
+@click.option("--asr-model", help="faster-whisper model: tiny.en (default), base.en... or a dir.")
+@verbose_option
+@user_errors
+def transcribe(files: tuple[Path, ...], config_path: Path | None, **flags: Any) -> None:
+    """Print what is said in audio files (WAV, FLAC, MP3...: anything FFmpeg reads)."""
+    from voicecli.listen.asr import Transcriber, read_audio
+    from voicecli.listen.vad import has_speech
+
+    settings = settings_from(config_path, **flags)
+    audio = [read_audio(path) for path in files]  # a bad file fails before the model loads
+    transcriber = Transcriber(settings.asr_model)
+    for path, samples in zip(files, audio, strict=True):
+        text = transcriber.transcribe(samples).text if has_speech(samples) else ""
+        if not text:
+            display.note(f"No speech heard in {path}.")
+        elif len(files) > 1:
+            display.out.print(f"{path}: {text}", markup=False)
+        else:
+            display.out.print(text, markup=False)
 
 
 @click.command("import-weights")

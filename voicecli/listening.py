@@ -1,0 +1,140 @@
+"""What the user says or types next, in ``chat --listen``: utterances from
+``VoiceInput`` and lines typed beside them, with a live state line while it waits.
+
+On a terminal the keyboard is read key by key (``LineEditor``), so that the meter and
+the typed text share one line; from a pipe, whole lines are read as they come.
+"""
+
+from __future__ import annotations
+
+import queue
+import select
+import sys
+import time
+from dataclasses import dataclass
+
+from voicecli import display
+from voicecli.audio.mic import Microphone
+from voicecli.config import Settings
+from voicecli.keys import KeyListener
+from voicecli.line_editor import LineEditor
+from voicecli.listen.asr import Transcriber
+from voicecli.session import Session
+from voicecli.voice_input import Heard, InputFailed, VoiceInput
+
+
+@dataclass(frozen=True)
+class Said:
+    """One thing the user said (``heard`` is set) or typed."""
+
+    text: str
+    heard: Heard | None = None
+
+
+class UserInput:
+    def __init__(self, settings: Settings, session: Session) -> None:
+        """Raises VoiceCliError, in one line, when the microphone or the recognizer
+        cannot be used (the caller goes on with typed input)."""
+        self.session = session
+        self.keys: KeyListener | None = session.keys
+        self.editor = LineEditor()
+        self.voice: VoiceInput | None = None
+        self._stdin_open = not (sys.stdin is None or sys.stdin.closed)
+        with display.err.status("Loading speech recognition…", spinner="dots"):
+            transcriber = Transcriber(settings.asr_model)
+        microphone = Microphone(settings.input_device)
+        self.headphones = settings.headphones
+        self.voice = VoiceInput(
+            transcriber,
+            microphone,
+            hangover=settings.listen_hangover,
+            max_seconds=settings.max_utterance,
+            on_speech=self._barge_in if settings.headphones else None,
+        )
+        self.status = display.ListenStatus(self._state)
+        mode = "speaking interrupts a reply" if self.headphones else "muted while a reply plays"
+        display.note(f"Listening on {microphone.name} ({mode}): speak, or type a line.")
+
+    def _barge_in(self) -> None:
+        """Speech while the reply plays, with no echo to mistake for it: the same flush
+        as a key."""
+        self.session.interrupt("voice")
+
+    def before_turn(self) -> None:
+        """The reply is about to play: without headphones the microphone would hear it."""
+        if self.voice is not None and not self.headphones:
+            self.voice.mute(True)
+
+    def after_turn(self) -> None:
+        if self.voice is not None:
+            self.voice.mute(False)
+
+    def _state(self) -> tuple[str, float, str]:
+        voice = self.voice
+        if voice is None:
+            return "typing", -100.0, self.editor.text
+        if voice.hearing:
+            state = "hearing you"
+        else:
+            state = "transcribing" if voice.transcribing else "listening"
+        return state, voice.level_db, self.editor.text
+
+    def next(self) -> Said | None:
+        """The next thing said or typed; None when the user ends the conversation."""
+        if self.keys is not None:
+            self.keys.start(self.editor.feed)
+        self.status.start()
+        try:
+            while True:
+                said = self._poll()
+                if said is not None:
+                    return said
+                typing_ended = self.keys is None and not self._stdin_open
+                if self.editor.ended or (typing_ended and self.voice is None):
+                    return None
+        finally:
+            self.status.stop()
+            if self.keys is not None:
+                self.keys.stop()
+
+    def _poll(self) -> Said | None:
+        if self.editor.lines:
+            return Said(self.editor.lines.pop(0))
+        if self.voice is not None:
+            try:
+                item = self.voice.heard.get(timeout=0.05)
+            except queue.Empty:
+                item = None
+            if isinstance(item, InputFailed):
+                self.status.stop()
+                display.error(f"{item.message} Typing still works.")
+                self.voice.close()
+                self.voice = None
+                self.status.start()
+            elif item is not None:
+                return Said(item.text, item)
+        else:
+            time.sleep(0.05)
+        if self.keys is None and self._stdin_open:
+            return self._typed_line()
+        return None
+
+    def _typed_line(self) -> Said | None:
+        """A whole line from a stdin that is no terminal (a pipe), if one is waiting."""
+        try:
+            ready, _, _ = select.select([sys.stdin], [], [], 0)
+        except (OSError, ValueError):
+            self._stdin_open = False
+            return None
+        if not ready:
+            return None
+        line = sys.stdin.readline()
+        if not line:
+            self._stdin_open = False  # EOF: voice goes on
+            return None
+        return Said(line.rstrip("\n"))
+
+    def close(self) -> None:
+        self.status.stop()
+        if self.voice is not None:
+            self.voice.close()

@@ -1,0 +1,158 @@
+"""Hands-free input for ``chat --listen``: the microphone's frames go through the VAD and
+the turn detector on one thread, and each finished utterance is transcribed on another
+(so the microphone is never left unread while Whisper works). What was said comes out
+of ``heard`` as ``Heard`` items; silence and noise that Whisper makes no words of never
+do.
+
+While the assistant speaks, the microphone also hears the speakers. With headphones
+there is no echo, and speech that starts then is a barge-in (``on_speech``); without,
+the input is muted for the turn and a short tail after it (``mute``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from voicecli.audio.mic import SILENT_DB, Microphone
+from voicecli.errors import VoiceCliError
+from voicecli.listen.asr import Transcriber
+from voicecli.listen.turns import FRAME_SECONDS, SpeechStarted, TurnDetector, Utterance
+from voicecli.listen.vad import VoiceActivity
+
+log = logging.getLogger(__name__)
+
+WORD = re.compile(r"\w")
+# Speech after the speakers stop still echoes in a room for a moment.
+ECHO_TAIL = 0.3
+
+
+@dataclass(frozen=True)
+class Heard:
+    text: str
+    seconds: float  # of speech
+    capped: bool  # cut at max_utterance while the user was still speaking
+    ended: float  # time.monotonic() when the speech ended (the hangover is after it)
+    transcribed: float  # ...and when its transcript was ready
+
+
+@dataclass(frozen=True)
+class InputFailed:
+    """The microphone stopped; typed input still works."""
+
+    message: str
+
+
+class VoiceInput:
+    def __init__(
+        self,
+        transcriber: Transcriber,
+        microphone: Microphone,
+        *,
+        hangover: float,
+        max_seconds: float,
+        on_speech: Callable[[], None] | None = None,
+    ) -> None:
+        self.transcriber = transcriber
+        self.mic = microphone
+        self.vad = VoiceActivity()
+        self.turns = TurnDetector(hangover=hangover, max_seconds=max_seconds)
+        self.on_speech = on_speech
+        self.heard: queue.Queue[Heard | InputFailed] = queue.Queue()
+        self.level_db = SILENT_DB  # the last frame's, for a meter
+        self.hearing = False  # the user is speaking (a turn is open)
+        self.transcribing = 0  # utterances waiting for or in Whisper
+        self._muted_until: float | None = None  # None: not muted
+        self._utterances: queue.Queue[tuple[Utterance, float] | None] = queue.Queue(maxsize=8)
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._listen, name="voicecli-mic", daemon=True),
+            threading.Thread(target=self._transcribe, name="voicecli-asr", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def mute(self, muted: bool) -> None:
+        """Muted: frames are heard by no one (the speakers' echo). Unmuting takes effect
+        ``ECHO_TAIL`` later."""
+        if muted:
+            self._muted_until = float("inf")
+        elif self._muted_until is not None:
+            self._muted_until = time.monotonic() + ECHO_TAIL
+
+    def close(self) -> None:
+        self._stop.set()
+        self.mic.close()
+        self._utterances.put(None)
+        for thread in self._threads:
+            thread.join(2.0)
+
+    def _listen(self) -> None:
+        try:
+            while not self._stop.is_set():
+                frame = self.mic.read()
+                if frame is None:
+                    continue
+                self.level_db = frame.level_db
+                if self._muted_until is not None:
+                    if frame.at < self._muted_until:
+                        self.turns.reset()
+                        self.hearing = False
+                        continue
+                    self._muted_until = None
+                    self.vad.reset()
+                for event in self.turns.push(frame.samples, self.vad(frame.samples)):
+                    if isinstance(event, SpeechStarted):
+                        self.hearing = True
+                        if self.on_speech is not None:
+                            self.on_speech()
+                    else:
+                        self.hearing = self.turns.in_turn
+                        # The speech ended this long before the frame that ended the turn.
+                        ended = frame.at + FRAME_SECONDS - (self.turns.seconds - event.end)
+                        self._hand_on(event, ended)
+        except VoiceCliError as exc:
+            self.heard.put(InputFailed(str(exc)))
+        except Exception as exc:  # noqa: BLE001 - never die silently: typed input goes on
+            log.exception("voice input failed")
+            self.heard.put(InputFailed(f"Voice input stopped: {type(exc).__name__}: {exc}"))
+
+    def _hand_on(self, utterance: Utterance, ended: float) -> None:
+        self.transcribing += 1
+        try:
+            self._utterances.put_nowait((utterance, ended))
+        except queue.Full:  # Whisper is 8 utterances behind: say so rather than queue more
+            self.transcribing -= 1
+            self.heard.put(InputFailed("Speech came faster than it could be transcribed."))
+
+    def _transcribe(self) -> None:
+        while True:
+            item = self._utterances.get()
+            if item is None:
+                return
+            utterance, ended = item
+            try:
+                transcript = self.transcriber.transcribe(utterance.audio)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("transcription failed: %r", exc)
+                self.heard.put(InputFailed(f"Could not transcribe: {type(exc).__name__}."))
+                continue
+            finally:
+                self.transcribing -= 1
+            if WORD.search(transcript.text):
+                self.heard.put(
+                    Heard(
+                        transcript.text,
+                        utterance.end - utterance.start,
+                        utterance.capped,
+                        ended,
+                        time.monotonic(),
+                    )
+                )
+            else:
+                log.info("no words in %.1f s of sound", utterance.seconds)

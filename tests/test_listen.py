@@ -186,6 +186,24 @@ def test_a_click_or_a_breath_is_not_a_turn(utterances):
     assert not has_speech(np.concatenate([silence(1.0), burst, silence(1.0)]))
 
 
+# --- bench --turn-taking's rules ------------------------------------------------------
+def test_the_bench_finds_the_pauses_inside_speech_as_the_detector_does():
+    from voicecli.bench.turn_taking import gaps
+
+    speech, quiet, dip = 0.9, 0.05, 0.4  # a dip stays speech right after speech (hysteresis)
+    probabilities = [quiet] * 5 + [speech] * 10 + [dip] + [quiet] * 7 + [speech] * 4 + [quiet] * 9
+    assert gaps(probabilities) == ([(16, 7)], 27)
+
+
+def test_the_text_cue_reads_complete_sentences():
+    from voicecli.bench.turn_taking import complete
+
+    assert complete("What is the capital of France?")
+    assert not complete("I was wondering...")
+    assert not complete("Tell me about the moon and.")
+    assert not complete("")
+
+
 # --- through a microphone ------------------------------------------------------------
 class VirtualRoom:
     """A microphone (the monitor of a null sink of this test's own) and speakers (another
@@ -374,7 +392,7 @@ class ListeningChat:
 
 def test_chat_listen_answers_what_it_hears_and_what_is_typed(room, utterances, tiny_model_dir):
     with ScriptedLLM(Script.from_text("Paris is the capital.", 100)) as llm:
-        chat = ListeningChat(room, llm, tiny_model_dir)
+        chat = ListeningChat(room, llm, tiny_model_dir, "--timings")
         try:
             chat.wait_for("^Listening on")
             room.say(utterances["question"])
@@ -382,6 +400,9 @@ def test_chat_listen_answers_what_it_hears_and_what_is_typed(room, utterances, t
             assert same_words(heard.split("> ", 1)[1], QUESTION), heard
             chat.wait_for("Paris is the capital")
             assert same_words(llm.last.messages[-1]["content"], QUESTION)
+            line = chat.wait_for(r"^voice to voice: \d+ ms")
+            total, wait, reply = map(int, re.findall(r"(\d+) ms", line))
+            assert total == pytest.approx(wait + reply, abs=2) and wait >= 800  # the hangover
             chat.type("And of Spain?")  # typing works beside the microphone
             deadline = time.monotonic() + 30
             while llm.last.messages[-1]["content"] != "And of Spain?":

@@ -17,6 +17,7 @@ from voicecli.llm_local import SOCKET_BASE_URL
 from voicecli.pipeline import TurnResult
 from voicecli.session import Session
 from voicecli.sources import ChatClient
+from voicecli.timeline import PLAYED
 
 if TYPE_CHECKING:
     from voicecli.listening import UserInput
@@ -300,24 +301,34 @@ def _listen_loop(chat: Conversation, user: UserInput) -> None:
             display.heard(said.text, said.heard.capped)
         user.before_turn()
         try:
-            _answer(chat, said.text)
+            result = _answer(chat, said.text)
         finally:
             user.after_turn()
+        played = result.timeline.first(PLAYED) if result is not None else None
+        if said.heard is not None and played is not None and chat.session.settings.timings:
+            heard = said.heard
+            display.note(
+                f"voice to voice: {(played - heard.ended) * 1000:.0f} ms from the end of your "
+                f"speech to the reply's first sound (end of turn and transcription "
+                f"{(heard.transcribed - heard.ended) * 1000:.0f} ms, then the reply "
+                f"{(played - heard.transcribed) * 1000:.0f} ms)"
+            )
 
 
-def _answer(chat: Conversation, line: str) -> None:
+def _answer(chat: Conversation, line: str) -> TurnResult | None:
     """One line from the user: a /command, or a question to answer."""
     if not line.strip():
-        return
+        return None
     if line.lstrip().startswith("/"):
         try:
             chat.command(line)
         except VoiceCliError as exc:
             display.error(str(exc))
-        return
+        return None
     result = chat.ask(line)
     if result.error is not None:
         display.error(str(result.error))
+    return result
 
 
 class _LineEditing:

@@ -111,6 +111,12 @@ def parse_load(value: str) -> list[int]:
     "--no-engine, alternated (--trials each); with the client's own CPU time.",
 )
 @click.option(
+    "--turn-taking",
+    is_flag=True,
+    help="Turn-taking mode: questions spoken with hesitations inside them, heard by the "
+    "VAD: how many each end-of-turn hangover cuts, what it costs, and a text cue.",
+)
+@click.option(
     "--cpu-load",
     type=click.IntRange(0, 64),
     default=0,
@@ -182,6 +188,7 @@ def _bench(
     quality: bool,
     isolation: bool,
     startup: bool,
+    turn_taking: bool,
     soak: float | None,
     random_requests: int,
     **flags: Any,
@@ -201,6 +208,16 @@ def _bench(
         from voicecli.bench import quality as quality_bench
 
         quality_bench.run(settings_from(config_path, **flags), reply, name, output_dir)
+        return
+
+    if turn_taking:
+        from voicecli.bench import turn_taking as turn_bench
+
+        result = turn_bench.run_turn_taking(settings_from(config_path, **flags), display.note)
+        path = turn_bench.write(result, output_dir)
+        for line in turn_bench.report_lines(result):
+            display.out.print(line, markup=False)
+        display.note(f"wrote {path}")
         return
 
     if startup:

@@ -1,0 +1,187 @@
+"""``voicecli bench --turn-taking``: where voice input ends the user's turn, measured.
+
+Each question of ``QUESTIONS`` is spoken by Kokoro in fragments (a voice unlike the
+assistant's), and the fragments are joined with the hesitations a speaker makes inside
+a sentence (``PAUSES``, cycled). Each turn is then heard by the real Silero VAD and, for
+every hangover in ``HANGOVERS``:
+
+* ``cut``: the questions cut in two or more turns (a pause taken for the end);
+* ``wait``: how long after the speech ended the turn ended (the hangover's cost, paid on
+  every turn).
+
+The text cue is measured beside them: at a pause of at least the short hangover, the
+words so far are transcribed, and the turn ends there only if they read as complete (a
+final ``.``, ``?`` or ``!`` but no "...", and no trailing ``and``, ``so``...); otherwise it
+waits for the long hangover. Whisper's transcription time is reported too: it adds to
+the wait before the LLM is asked.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from voicecli.bench.metrics import stats
+from voicecli.config import Settings
+
+USER_VOICE = "jm_kumo"
+# Questions as people say them, with the places where they hesitate.
+QUESTIONS = [
+    ["What is the capital of France,", "and why did it become the capital?"],
+    ["Can you tell me", "how far the moon is from the earth?"],
+    ["I was wondering", "if you could explain", "how rainbows form."],
+    ["So my question is,", "what should I cook tonight?"],
+    ["Tell me three facts about", "the ocean."],
+    ["How long does it take", "to boil an egg?"],
+    ["I need a word that means", "happy but more formal."],
+    ["What's the weather like in", "London in April?"],
+    ["Could you summarize", "the plot of Hamlet", "in two sentences?"],
+    ["Why is the sky blue", "and not green?"],
+]
+PAUSES = (0.3, 0.5, 0.7, 0.9, 0.4, 0.6)  # seconds, cycled over the hesitations
+HANGOVERS = (0.3, 0.5, 0.8, 1.2)
+CUE = (0.5, 1.2)  # short and long hangover of the text cue
+CONNECTIVES = frozenset(
+    "and so but or because if that the a an to of with about like which who when".split()
+)
+THRESHOLD = 0.5  # TurnDetector's
+LOW = THRESHOLD - 0.15
+FRAME_SECONDS = 0.032
+
+
+@dataclass(frozen=True)
+class Spoken:
+    audio: np.ndarray  # 16 kHz
+    probabilities: list[float]  # one per 32 ms frame
+    pauses: list[float]  # seconds of each hesitation
+
+
+def complete(text: str) -> bool:
+    """Whether the words so far read as a finished sentence (Whisper writes a trailing
+    "..." where the speaker trailed off)."""
+    text = text.strip()
+    last = re.findall(r"[a-z']+", text.lower())
+    trailing = text.endswith(("...", "…"))
+    return bool(last) and text[-1] in ".?!" and not trailing and last[-1] not in CONNECTIVES
+
+
+def gaps(probabilities: list[float]) -> tuple[list[tuple[int, int]], int]:
+    """The silences inside the speech, as (first frame, length), by TurnDetector's rule
+    (a frame stays speech down to LOW right after speech), and the frame after the last
+    speech."""
+    speaking, silence, last = False, 0, 0
+    found: list[tuple[int, int]] = []
+    for n, p in enumerate(probabilities):
+        if not speaking:
+            speaking = p >= THRESHOLD
+            last = n + 1 if speaking else last
+        elif p >= (LOW if silence == 0 else THRESHOLD):
+            if silence:
+                found.append((n - silence, silence))
+            silence, last = 0, n + 1
+        else:
+            silence += 1
+    return found, last
+
+
+def run_turn_taking(
+    settings: Settings, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    from voicecli.listen.asr import SAMPLE_RATE, Transcriber
+    from voicecli.listen.vad import VoiceActivity, frames
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    synth = KokoroSynthesizer(
+        voice=USER_VOICE, lang="a", model_dir=settings.model_dir, threads=settings.synth_threads
+    )
+    transcriber = Transcriber(settings.asr_model)
+    spoken: list[Spoken] = []
+    pause_iter = iter(PAUSES * 10)
+    for question in QUESTIONS:
+        parts, pauses = [], []
+        for i, fragment in enumerate(question):
+            audio = np.concatenate(list(synth.speaker().speak(fragment)))
+            loud = np.flatnonzero(np.abs(audio) > 0.01)
+            audio = audio[loud[0] : loud[-1] + 1]
+            # 24 kHz to 16 kHz: Kokoro's band ends well below 8 kHz.
+            audio = np.interp(np.arange(0, len(audio), 1.5), np.arange(len(audio)), audio)
+            if i:
+                pauses.append(next(pause_iter))
+                parts.append(np.zeros(round(pauses[-1] * SAMPLE_RATE), np.float32))
+            parts.append(audio.astype(np.float32))
+        silence = np.zeros(SAMPLE_RATE, np.float32)
+        audio = np.concatenate([silence, *parts, silence, silence])
+        vad = VoiceActivity()
+        spoken.append(Spoken(audio, [vad(f) for f in frames(audio)], pauses))
+        if progress:
+            progress(f"spoke {' / '.join(question)}")
+
+    results: dict[str, Any] = {"hangovers": {}, "questions": QUESTIONS, "pauses": list(PAUSES)}
+    for hangover in HANGOVERS:
+        frames_needed = round(hangover / FRAME_SECONDS)
+        cut = sum(any(length >= frames_needed for _, length in gaps(s.probabilities)[0])
+                  for s in spoken)  # fmt: skip
+        results["hangovers"][f"{hangover:g}"] = {"cut": cut, "wait_ms": round(hangover * 1000)}
+
+    short, long = (round(h / FRAME_SECONDS) for h in CUE)
+    cue_cut, cue_waits, asr_ms, checks = 0, [], [], []
+    for s in spoken:
+        inner, end = gaps(s.probabilities)
+        cut_here = False
+        for start, length in inner:
+            if length < short:
+                continue
+            began = time.perf_counter()
+            text = transcriber.transcribe(s.audio[: start * 512]).text
+            asr_ms.append((time.perf_counter() - began) * 1000)
+            checks.append({"heard": text, "pause_s": round(length * FRAME_SECONDS, 3)})
+            if complete(text) or length >= long:
+                cut_here = True
+        cue_cut += cut_here
+        began = time.perf_counter()
+        text = transcriber.transcribe(s.audio[: end * 512]).text
+        asr_ms.append((time.perf_counter() - began) * 1000)
+        cue_waits.append(CUE[0] * 1000 if complete(text) else CUE[1] * 1000)
+    results["cue"] = {
+        "short": CUE[0],
+        "long": CUE[1],
+        "cut": cue_cut,
+        "wait_ms": stats(cue_waits),
+        "checks": checks,  # what was transcribed at each pause
+    }
+    results["asr_ms"] = stats(asr_ms)
+    results["questions_count"] = len(spoken)
+    return results
+
+
+def report_lines(result: dict[str, Any]) -> list[str]:
+    n = result["questions_count"]
+    lines = [
+        f"voicecli bench --turn-taking: {n} questions spoken with hesitations of "
+        f"{', '.join(f'{p:g}' for p in result['pauses'])} s inside them",
+        "  end of turn              questions cut   wait after the speech",
+    ]
+    for hangover, row in result["hangovers"].items():
+        lines.append(
+            f"  hangover {hangover:>4} s        {row['cut']:>3} of {n}       {row['wait_ms']} ms"
+        )
+    cue = result["cue"]
+    lines.append(
+        f"  text cue {cue['short']:g}/{cue['long']:g} s       {cue['cut']:>3} of {n}       "
+        f"{cue['wait_ms']['median']:.0f} ms p50 ({len(cue['checks'])} transcriptions at pauses)"
+    )
+    asr = result["asr_ms"]
+    lines.append(f"  Whisper per check: {asr['median']:.0f} ms p50, {asr['max']:.0f} max")
+    return lines
+
+
+def write(result: dict[str, Any], output_dir: Path) -> Path:
+    from voicecli.bench import report
+
+    return report.write_json(result, output_dir / "turn-taking.json")

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cli import cli
 from voicecli.listen.asr import SAMPLE_RATE, Transcriber, read_audio
-from voicecli.listen.turns import SpeechStarted, TurnDetector, Utterance
+from voicecli.listen.turns import Pausing, SpeechStarted, TurnDetector, Utterance
 from voicecli.listen.vad import FRAME, VoiceActivity, frames, has_speech
 
 pytest.importorskip("faster_whisper")
@@ -162,8 +162,12 @@ def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, tra
 def test_the_turn_is_timed_where_the_speech_is(utterances):
     speech = trimmed(read_audio(utterances["question"]))
     events = detect(np.concatenate([silence(1.0), speech, silence(1.0)]), TurnDetector())
-    started, utterance = events
+    started, pausing, utterance = events
     assert isinstance(started, SpeechStarted) and isinstance(utterance, Utterance)
+    # What the pause handed on ahead is what the hangover then ends: it can be reused.
+    early = pausing.utterance
+    assert (early.start, early.end) == (utterance.start, utterance.end)
+    assert np.array_equal(early.audio, utterance.audio)
     assert abs(started.at - 1.0) < 0.1  # Silero's edges are within a few frames
     assert abs(utterance.end - (1.0 + len(speech) / SAMPLE_RATE)) < 0.15
     assert utterance.start == started.at and not utterance.capped

@@ -1,6 +1,8 @@
 """Hands-free input for ``chat --listen``: the microphone's frames go through the VAD and
 the turn detector on one thread, and each finished utterance is transcribed on another
-(so the microphone is never left unread while Whisper works). What was said comes out
+(so the microphone is never left unread while Whisper works). Transcription starts when
+the user pauses, while the hangover runs, and is kept if the turn ends there: the user
+waits for the hangover, not for the hangover and then Whisper. What was said comes out
 of ``heard`` as ``Heard`` items; silence and noise that Whisper makes no words of never
 do.
 
@@ -21,8 +23,8 @@ from dataclasses import dataclass
 
 from voicecli.audio.mic import SILENT_DB, Microphone
 from voicecli.errors import VoiceCliError
-from voicecli.listen.asr import Transcriber
-from voicecli.listen.turns import FRAME_SECONDS, SpeechStarted, TurnDetector, Utterance
+from voicecli.listen.asr import Transcriber, Transcript
+from voicecli.listen.turns import FRAME_SECONDS, Pausing, SpeechStarted, TurnDetector, Utterance
 from voicecli.listen.vad import VoiceActivity
 
 log = logging.getLogger(__name__)
@@ -68,7 +70,10 @@ class VoiceInput:
         self.hearing = False  # the user is speaking (a turn is open)
         self.transcribing = 0  # utterances waiting for or in Whisper
         self._muted_until: float | None = None  # None: not muted
-        self._utterances: queue.Queue[tuple[Utterance, float] | None] = queue.Queue(maxsize=8)
+        # (utterance, when its speech ended, final): a Pausing's turn is transcribed
+        # while the hangover runs, and reused if the turn ends as it was.
+        self._utterances: queue.Queue[tuple[Utterance, float, bool] | None] = queue.Queue(8)
+        self._early: tuple[tuple[float, int], Transcript] | None = None
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._listen, name="voicecli-mic", daemon=True),
@@ -111,6 +116,11 @@ class VoiceInput:
                         self.hearing = True
                         if self.on_speech is not None:
                             self.on_speech()
+                    elif isinstance(event, Pausing):
+                        try:
+                            self._utterances.put_nowait((event.utterance, 0.0, False))
+                        except queue.Full:
+                            pass  # only a head start: the final utterance still comes
                     else:
                         self.hearing = self.turns.in_turn
                         # The speech ended this long before the frame that ended the turn.
@@ -125,7 +135,7 @@ class VoiceInput:
     def _hand_on(self, utterance: Utterance, ended: float) -> None:
         self.transcribing += 1
         try:
-            self._utterances.put_nowait((utterance, ended))
+            self._utterances.put_nowait((utterance, ended, True))
         except queue.Full:  # Whisper is 8 utterances behind: say so rather than queue more
             self.transcribing -= 1
             self.heard.put(InputFailed("Speech came faster than it could be transcribed."))
@@ -135,15 +145,25 @@ class VoiceInput:
             item = self._utterances.get()
             if item is None:
                 return
-            utterance, ended = item
+            utterance, ended, final = item
+            key = (utterance.start, len(utterance.audio))
             try:
-                transcript = self.transcriber.transcribe(utterance.audio)
+                if self._early is not None and self._early[0] == key:
+                    transcript = self._early[1]  # the turn ended as it was when paused
+                else:
+                    transcript = self.transcriber.transcribe(utterance.audio)
             except Exception as exc:  # noqa: BLE001
-                log.warning("transcription failed: %r", exc)
-                self.heard.put(InputFailed(f"Could not transcribe: {type(exc).__name__}."))
+                if final:
+                    log.warning("transcription failed: %r", exc)
+                    self.heard.put(InputFailed(f"Could not transcribe: {type(exc).__name__}."))
                 continue
             finally:
-                self.transcribing -= 1
+                if final:
+                    self.transcribing -= 1
+            if not final:
+                self._early = (key, transcript)
+                continue
+            self._early = None
             if WORD.search(transcript.text):
                 self.heard.put(
                     Heard(

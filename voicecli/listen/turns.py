@@ -28,6 +28,14 @@ class SpeechStarted:
 
 
 @dataclass(frozen=True)
+class Pausing:
+    """The user paused: ``utterance`` is the turn as it will be if no more speech comes
+    before the hangover ends it (so it can be transcribed meanwhile)."""
+
+    utterance: Utterance
+
+
+@dataclass(frozen=True)
 class Utterance:
     """One turn of the user's speech, 16 kHz mono, with a little audio either side."""
 
@@ -49,6 +57,7 @@ class TurnDetector:
         min_speech: float = 0.25,
         threshold: float = 0.5,
         pre_roll: float = 0.25,
+        early: float = 0.3,
     ) -> None:
         self.threshold = threshold
         # Hysteresis, as Silero's own segmenter does: a frame stays speech down to this.
@@ -57,6 +66,9 @@ class TurnDetector:
         self.max_frames = max(1, round(max_seconds / FRAME_SECONDS))
         self.min_frames = max(1, round(min_speech / FRAME_SECONDS))
         self.tail_frames = round(0.2 / FRAME_SECONDS)  # silence kept after the speech
+        # Silence after which the turn so far is handed on as Pausing (never after the
+        # hangover, and not before the tail it keeps is there).
+        self.early_frames = max(self.tail_frames, round(early / FRAME_SECONDS))
         self._before: deque[np.ndarray] = deque(maxlen=max(1, round(pre_roll / FRAME_SECONDS)))
         self._frames: list[np.ndarray] = []  # the turn so far, pre-roll included
         self._speech = 0  # frames of speech in the turn
@@ -76,11 +88,13 @@ class TurnDetector:
         """Speech has been heard and the turn has not ended."""
         return bool(self._frames)
 
-    def push(self, frame: np.ndarray, probability: float) -> list[SpeechStarted | Utterance]:
+    def push(
+        self, frame: np.ndarray, probability: float
+    ) -> list[SpeechStarted | Pausing | Utterance]:
         """One frame and its speech probability; what it completes, in order."""
         n = self._n
         self._n += 1
-        events: list[SpeechStarted | Utterance] = []
+        events: list[SpeechStarted | Pausing | Utterance] = []
         if not self._frames:
             if probability < self.threshold:
                 self._before.append(frame)
@@ -102,11 +116,13 @@ class TurnDetector:
                 events.append(SpeechStarted(self._first * FRAME_SECONDS))
         else:
             self._silence += 1
+        keep = len(self._frames) - self._silence + self.tail_frames
         if self._silence >= self.hangover_frames:
             if self._confirmed:
-                keep = len(self._frames) - self._silence + self.tail_frames
                 events.append(self._utterance(self._frames[:keep], capped=False))
             self._reset()
+        elif self._confirmed and self._silence == self.early_frames:
+            events.append(Pausing(self._utterance(self._frames[:keep], capped=False)))
         elif self._confirmed and len(self._frames) >= self.max_frames:
             events.append(self._utterance(self._frames, capped=True))
             self._reset()  # the speech goes on: its next frame starts the next utterance

@@ -165,6 +165,7 @@ def test_the_turn_is_timed_where_the_speech_is(utterances):
     started, pausing, utterance = events
     assert isinstance(started, SpeechStarted) and isinstance(utterance, Utterance)
     # What the pause handed on ahead is what the hangover then ends: it can be reused.
+    assert isinstance(pausing, Pausing)
     early = pausing.utterance
     assert (early.start, early.end) == (utterance.start, utterance.end)
     assert np.array_equal(early.audio, utterance.audio)
@@ -483,3 +484,36 @@ def test_chat_listen_with_no_microphone_goes_on_typed(tiny_model_dir, room):
             assert llm.last.messages[-1]["content"] == "Hello?"
         finally:
             chat.kill()
+
+
+def test_on_a_terminal_the_meter_and_the_typed_line_share_the_state_line(
+    room, utterances, tiny_model_dir, tmp_path
+):
+    import shlex
+
+    from tests import tui_harness as tui
+
+    with ScriptedLLM(Script.from_text("Fine.", 100)) as llm:
+        args = tui.chat_args(tiny_model_dir, "pulse", llm.base_url, "--listen", "--no-engine")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in room.env.items())
+        command = f"{env} {shlex.quote(tui.VOICECLI)} {shlex.join(args)}"
+        child = tui.spawn([], tmp_path, command=command)
+        try:
+            tui.wait_state(child, "listening", tui.START_TIMEOUT)
+            child.expect(r"-?\d+ dB")  # the meter
+            child.send("helx\x7flo")  # typed key by key, with a backspace
+            child.expect_exact("you> hello")
+            child.send("\r")
+            child.expect_exact("Fine.")
+            tui.wait_state(child, "listening")  # answered, and listening again
+            assert llm.last.messages[-1]["content"] == "hello"
+            room.say(utterances["question"])
+            child.expect_exact("you (voice)> ")
+            child.expect_exact("Fine.")
+            tui.wait_state(child, "listening")
+            assert same_words(llm.last.messages[-1]["content"], QUESTION)
+            child.send("\x04")  # Ctrl-D on an empty line
+            child.expect_exact("Bye.")
+            assert tui.finish(child) == 0
+        finally:
+            child.close(force=True)

@@ -49,15 +49,22 @@ def same_words(heard: str, said: str) -> bool:
 
 @pytest.fixture(scope="session")
 def utterances(real_model_dir, tmp_path_factory) -> dict[str, Path]:
-    """WAVs (24 kHz, as Kokoro speaks) of what the user says."""
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    """WAVs (24 kHz, as Kokoro speaks) of what the user says, made once for all the
+    parallel workers (loading Kokoro takes a worker about 20 s)."""
+    from filelock import FileLock
 
-    synth = KokoroSynthesizer(voice=USER_VOICE, lang="a", model_dir=real_model_dir)
-    out = tmp_path_factory.mktemp("utterances")
-    paths = {}
-    for name, text in (("question", QUESTION), ("follow_up", FOLLOW_UP)):
-        audio = np.concatenate(list(synth.speaker().speak(text)))
-        paths[name] = write_wav(out / f"{name}.wav", audio, 24_000)
+    out = tmp_path_factory.getbasetemp().parent / "utterances"
+    out.mkdir(exist_ok=True)
+    said = {"question": QUESTION, "follow_up": FOLLOW_UP}
+    paths = {name: out / f"{name}.wav" for name in said}
+    with FileLock(str(out / "lock")):
+        if not all(path.is_file() for path in paths.values()):
+            from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+            synth = KokoroSynthesizer(voice=USER_VOICE, lang="a", model_dir=real_model_dir)
+            for name, text in said.items():
+                audio = np.concatenate(list(synth.speaker().speak(text)))
+                write_wav(out / f"{name}.tmp.wav", audio, 24_000).rename(paths[name])
     return paths
 
 
@@ -348,8 +355,12 @@ def test_no_microphone_is_one_line():
 class ListeningChat:
     """`voicecli chat --listen` as a process: stdin a pipe, stdout read as it comes."""
 
-    def __init__(self, room: VirtualRoom, llm: ScriptedLLM, model_dir: Path, *more: str):
-        args = [sys.executable, "-m", "voicecli", "chat", "--listen", "--no-engine"]
+    def __init__(
+        self, room: VirtualRoom, llm: ScriptedLLM, model_dir: Path, *more: str, engine=None
+    ):
+        """Through ``engine`` (tiny_engine's environment) if given, else in-process."""
+        args = [sys.executable, "-m", "voicecli", "chat", "--listen"]
+        args += [] if engine else ["--no-engine"]
         args += ["--model-dir", str(model_dir), "--voice", "af_tiny", "--device", "pulse"]
         args += ["--base-url", llm.base_url, "--api-key", "x", *more]  # a later --voice wins
         self.proc = subprocess.Popen(
@@ -358,7 +369,7 @@ class ListeningChat:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, **room.env},
+            env={**os.environ, **room.env, **(engine or {})},
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -395,9 +406,11 @@ class ListeningChat:
             self.proc.wait()
 
 
-def test_chat_listen_answers_what_it_hears_and_what_is_typed(room, utterances, tiny_model_dir):
+def test_chat_listen_answers_what_it_hears_and_what_is_typed(
+    room, utterances, tiny_model_dir, tiny_engine
+):
     with ScriptedLLM(Script.from_text("Paris is the capital.", 100)) as llm:
-        chat = ListeningChat(room, llm, tiny_model_dir, "--timings")
+        chat = ListeningChat(room, llm, tiny_model_dir, "--timings", engine=tiny_engine)
         try:
             chat.wait_for("^Listening on")
             room.say(utterances["question"])
@@ -426,7 +439,7 @@ def test_the_reply_echo_is_not_taken_for_the_user_unless_headphones_are_claimed(
     (no headphones), nothing happens; claiming headphones with speakers on shows why
     the mute is needed: the assistant interrupts itself."""
     room.echo()
-    reply = "The capital of France is Paris, a city on the Seine with many museums. " * 2
+    reply = "The capital of France is Paris, a city on the Seine with many museums."
     with ScriptedLLM(Script.from_text(reply, 100)) as llm:
         chat = ListeningChat(
             room, llm, real_model_dir, "--voice", "jf_alpha", "--lang", "a", "--timings",
@@ -449,10 +462,14 @@ def test_the_reply_echo_is_not_taken_for_the_user_unless_headphones_are_claimed(
             chat.kill()
 
 
-def test_with_headphones_speaking_interrupts_the_reply(room, utterances, tiny_model_dir):
+def test_with_headphones_speaking_interrupts_the_reply(
+    room, utterances, tiny_model_dir, tiny_engine
+):
     long_reply = "This is a long answer that goes on and on. " * 12
     with ScriptedLLM(Script.from_text(long_reply, 20)) as llm:
-        chat = ListeningChat(room, llm, tiny_model_dir, "--headphones", "--timings")
+        chat = ListeningChat(
+            room, llm, tiny_model_dir, "--headphones", "--timings", engine=tiny_engine
+        )
         try:
             chat.wait_for("^Listening on")
             room.say(utterances["question"])
@@ -473,9 +490,11 @@ def test_with_headphones_speaking_interrupts_the_reply(room, utterances, tiny_mo
             chat.kill()
 
 
-def test_chat_listen_with_no_microphone_goes_on_typed(tiny_model_dir, room):
+def test_chat_listen_with_no_microphone_goes_on_typed(tiny_model_dir, tiny_engine, room):
     with ScriptedLLM(Script.from_text("Typed answer.", 100)) as llm:
-        chat = ListeningChat(room, llm, tiny_model_dir, "--input-device", "no such mic")
+        chat = ListeningChat(
+            room, llm, tiny_model_dir, "--input-device", "no such mic", engine=tiny_engine
+        )
         try:
             line = chat.wait_for("No input device named")
             assert "Chat goes on with typed input" in line
@@ -487,15 +506,15 @@ def test_chat_listen_with_no_microphone_goes_on_typed(tiny_model_dir, room):
 
 
 def test_on_a_terminal_the_meter_and_the_typed_line_share_the_state_line(
-    room, utterances, tiny_model_dir, tmp_path
+    room, utterances, tiny_model_dir, tiny_engine, tmp_path
 ):
     import shlex
 
     from tests import tui_harness as tui
 
     with ScriptedLLM(Script.from_text("Fine.", 100)) as llm:
-        args = tui.chat_args(tiny_model_dir, "pulse", llm.base_url, "--listen", "--no-engine")
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in room.env.items())
+        args = tui.chat_args(tiny_model_dir, "pulse", llm.base_url, "--listen")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**room.env, **tiny_engine}.items())
         command = f"{env} {shlex.quote(tui.VOICECLI)} {shlex.join(args)}"
         child = tui.spawn([], tmp_path, command=command)
         try:

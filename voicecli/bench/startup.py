@@ -99,8 +99,9 @@ def run_startup(settings: Settings, trials: int, progress: Callable[[str], None]
             for mode in MODES:
                 if mode == "first":
                     subprocess.run(stop, env=env, capture_output=True, check=False)
-                if mode == "chat-warm" and n == 0:
-                    _run(commands["chat-warm"], env, timeline)  # the LLM after 'first'
+                if mode == "chat-warm":
+                    # Uncounted: 'first' stopped the engine, and its LLM with it.
+                    _run(commands["chat-warm"], env, timeline)
                 result = _run(commands[mode], env, timeline)
                 results[mode].append(result)
                 progress(

@@ -474,7 +474,10 @@ def test_with_headphones_speaking_interrupts_the_reply(
             chat.wait_for("^Listening on")
             room.say(utterances["question"])
             chat.wait_for(r"^you \(voice\)> ")
-            time.sleep(2.0)  # the reply is playing
+            while not llm.requests:
+                time.sleep(0.02)
+            llm.script = Script.from_text("Short.", 100)  # the next reply
+            time.sleep(2.0)  # the long reply is playing
             room.say(utterances["follow_up"])  # barge in
             deadline = time.monotonic() + 30
             while len(llm.requests) < 2:
@@ -534,5 +537,45 @@ def test_on_a_terminal_the_meter_and_the_typed_line_share_the_state_line(
             child.send("\x04")  # Ctrl-D on an empty line
             child.expect_exact("Bye.")
             assert tui.finish(child) == 0
+        finally:
+            child.close(force=True)
+
+
+def test_push_to_talk_hears_only_while_tab_is_held(
+    room, utterances, tiny_model_dir, tiny_engine, tmp_path
+):
+    import shlex
+
+    from tests import tui_harness as tui
+
+    with ScriptedLLM(Script.from_text("Fine.", 100)) as llm:
+        args = tui.chat_args(tiny_model_dir, "pulse", llm.base_url, "--listen", "--push-to-talk")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**room.env, **tiny_engine}.items())
+        child = tui.spawn(
+            [], tmp_path, command=f"{env} {shlex.quote(tui.VOICECLI)} {shlex.join(args)}"
+        )
+        try:
+            tui.wait_state(child, "hold Tab", tui.START_TIMEOUT)
+            room.say(utterances["question"])  # not held: not heard
+            time.sleep(1.5)
+            assert llm.requests == []
+            holding = threading.Event()
+
+            def hold_tab() -> None:  # a held key, as a terminal reports it: its repeats
+                while not holding.is_set():
+                    child.send("\t")
+                    time.sleep(0.04)
+
+            repeats = threading.Thread(target=hold_tab)
+            repeats.start()
+            try:
+                room.say(utterances["follow_up"])
+            finally:
+                holding.set()
+                repeats.join()
+            child.expect_exact("you (voice)> ")
+            child.expect_exact("Fine.")
+            assert same_words(llm.last.messages[-1]["content"], FOLLOW_UP)
+            assert len(llm.requests) == 1
         finally:
             child.close(force=True)

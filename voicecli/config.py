@@ -48,6 +48,7 @@ class Settings:
     listen_hangover: float = 0.8  # seconds of silence that end the user's turn
     max_utterance: float = 30.0  # seconds of speech handed on at most, without a pause
     headphones: bool = False  # no echo: speech while the reply plays interrupts it
+    push_to_talk: bool = False  # hear only while Tab is held (noisy rooms)
     # Backpressure: how much work may wait ahead of the listener
     max_sentences_ahead: int = 32  # sentences waiting for the synthesizer
     max_audio_ahead: float = 10.0  # seconds of synthesized audio waiting in the ring buffer

@@ -22,6 +22,8 @@ from voicecli.listen.asr import Transcriber
 from voicecli.session import Session
 from voicecli.voice_input import Heard, InputFailed, VoiceInput
 
+TALK_KEY = "\t"  # push-to-talk: hold Tab
+
 
 @dataclass(frozen=True)
 class Said:
@@ -44,16 +46,29 @@ class UserInput:
             transcriber = Transcriber(settings.asr_model)
         microphone = Microphone(settings.input_device)
         self.headphones = settings.headphones
+        push_to_talk = settings.push_to_talk
+        if push_to_talk and self.keys is None:
+            display.error("Push-to-talk needs a terminal to read Tab from: listening hands-free.")
+            push_to_talk = False
         self.voice = VoiceInput(
             transcriber,
             microphone,
             hangover=settings.listen_hangover,
             max_seconds=settings.max_utterance,
             on_speech=self._barge_in if settings.headphones else None,
+            push_to_talk=push_to_talk,
         )
         self.status = display.ListenStatus(self._state)
         mode = "speaking interrupts a reply" if self.headphones else "muted while a reply plays"
-        display.note(f"Listening on {microphone.name} ({mode}): speak, or type a line.")
+        how = "hold Tab and speak" if push_to_talk else "speak"
+        display.note(f"Listening on {microphone.name} ({mode}): {how}, or type a line.")
+
+    def _key(self, keys: str) -> None:
+        voice = self.voice
+        if voice is not None and voice.push_to_talk and TALK_KEY in keys:
+            voice.hold()
+            keys = keys.replace(TALK_KEY, "")
+        self.editor.feed(keys)
 
     def _barge_in(self) -> None:
         """Speech while the reply plays, with no echo to mistake for it: the same flush
@@ -73,7 +88,9 @@ class UserInput:
         voice = self.voice
         if voice is None:
             return "typing", -100.0, self.editor.text
-        if voice.hearing:
+        if voice.push_to_talk and not voice.held and not voice.transcribing:
+            state = "hold Tab"
+        elif voice.hearing:
             state = "hearing you"
         else:
             state = "transcribing" if voice.transcribing else "listening"
@@ -82,7 +99,7 @@ class UserInput:
     def next(self) -> Said | None:
         """The next thing said or typed; None when the user ends the conversation."""
         if self.keys is not None:
-            self.keys.start(self.editor.feed)
+            self.keys.start(self._key)
         self.status.start()
         try:
             while True:

@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 WORD = re.compile(r"\w")
 # Speech after the speakers stop still echoes in a room for a moment.
 ECHO_TAIL = 0.3
+# Push-to-talk: a terminal reports no key releases, only the repeats of a held key. The
+# first repeat comes after the keyboard's repeat delay (X11's default is 660 ms), so the
+# key counts as held until this long after the last one came.
+HOLD_RELEASE = 0.7
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,10 @@ class VoiceInput:
         hangover: float,
         max_seconds: float,
         on_speech: Callable[[], None] | None = None,
+        push_to_talk: bool = False,
     ) -> None:
+        """``push_to_talk``: only what is said while a key is held (``hold``) is heard,
+        and letting go ends the turn."""
         self.transcriber = transcriber
         self.mic = microphone
         self.vad = VoiceActivity()
@@ -70,6 +77,9 @@ class VoiceInput:
         self.hearing = False  # the user is speaking (a turn is open)
         self.transcribing = 0  # utterances waiting for or in Whisper
         self._muted_until: float | None = None  # None: not muted
+        self.push_to_talk = push_to_talk
+        self._held_until = 0.0  # push-to-talk: the key counts as held until then
+        self._was_held = False
         # (utterance, when its speech ended, final): a Pausing's turn is transcribed
         # while the hangover runs, and reused if the turn ends as it was.
         self._utterances: queue.Queue[tuple[Utterance, float, bool] | None] = queue.Queue(8)
@@ -89,6 +99,14 @@ class VoiceInput:
             self._muted_until = float("inf")
         elif self._muted_until is not None:
             self._muted_until = time.monotonic() + ECHO_TAIL
+
+    def hold(self) -> None:
+        """The push-to-talk key is down (a press, or one of its repeats)."""
+        self._held_until = time.monotonic() + HOLD_RELEASE
+
+    @property
+    def held(self) -> bool:
+        return time.monotonic() < self._held_until
 
     def close(self) -> None:
         self._stop.set()
@@ -111,26 +129,41 @@ class VoiceInput:
                         continue
                     self._muted_until = None
                     self.vad.reset()
-                for event in self.turns.push(frame.samples, self.vad(frame.samples)):
-                    if isinstance(event, SpeechStarted):
-                        self.hearing = True
-                        if self.on_speech is not None:
-                            self.on_speech()
-                    elif isinstance(event, Pausing):
-                        try:
-                            self._utterances.put_nowait((event.utterance, 0.0, False))
-                        except queue.Full:
-                            pass  # only a head start: the final utterance still comes
-                    else:
-                        self.hearing = self.turns.in_turn
-                        # The speech ended this long before the frame that ended the turn.
-                        ended = frame.at + FRAME_SECONDS - (self.turns.seconds - event.end)
-                        self._hand_on(event, ended)
+                if self.push_to_talk:
+                    held = frame.at < self._held_until
+                    if not held:
+                        if self._was_held:  # let go: the turn ends now, not after a hangover
+                            self._handle(self.turns.flush(), frame.at)
+                            self.hearing = False
+                        self._was_held = False
+                        continue
+                    if not self._was_held:
+                        self.vad.reset()
+                        self._was_held = True
+                self._handle(self.turns.push(frame.samples, self.vad(frame.samples)), frame.at)
         except VoiceCliError as exc:
             self.heard.put(InputFailed(str(exc)))
         except Exception as exc:  # noqa: BLE001 - never die silently: typed input goes on
             log.exception("voice input failed")
             self.heard.put(InputFailed(f"Voice input stopped: {type(exc).__name__}: {exc}"))
+
+    def _handle(self, events: list[SpeechStarted | Pausing | Utterance], at: float) -> None:
+        """What the turn detector made of the frame captured at ``at``."""
+        for event in events:
+            if isinstance(event, SpeechStarted):
+                self.hearing = True
+                if self.on_speech is not None:
+                    self.on_speech()
+            elif isinstance(event, Pausing):
+                try:
+                    self._utterances.put_nowait((event.utterance, 0.0, False))
+                except queue.Full:
+                    pass  # only a head start: the final utterance still comes
+            else:
+                self.hearing = self.turns.in_turn
+                # The speech ended this long before the frame that ended the turn.
+                ended = at + FRAME_SECONDS - (self.turns.seconds - event.end)
+                self._hand_on(event, ended)
 
     def _hand_on(self, utterance: Utterance, ended: float) -> None:
         self.transcribing += 1

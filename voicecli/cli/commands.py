@@ -100,6 +100,11 @@ def check_speakable(text: str, code: str) -> None:
     default=None,
     help="With headphones the microphone hears no echo, so speaking interrupts the reply.",
 )
+@click.option(
+    "--push-to-talk/--no-push-to-talk",
+    default=None,
+    help="With --listen: only what you say while holding Tab is heard (noisy rooms).",
+)
 @click.option("--asr-model", help="faster-whisper model: tiny.en (default), base.en... or a dir.")
 @user_errors
 def chat(config_path: Path | None, once: str | None, listen: bool, **flags: Any) -> None:

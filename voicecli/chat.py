@@ -299,6 +299,8 @@ def _listen_loop(chat: Conversation, user: UserInput) -> None:
             return
         if said.heard is not None:
             display.heard(said.text, said.heard.capped)
+        else:
+            display.typed(said.text)  # the live line that showed it is gone
         user.before_turn()
         try:
             result = _answer(chat, said.text)

@@ -327,6 +327,13 @@ def heard(text: str, capped: bool) -> None:
         out.print(f"you (voice)> {text}{note_capped}", markup=False)
 
 
+def typed(text: str) -> None:
+    """A line typed beside the microphone, kept above the reply (on a terminal; from a
+    pipe nothing was echoed, as with a plain prompt)."""
+    if out.is_terminal:
+        out.print(Text("you> ", style="bold") + Text(text))
+
+
 def stream_text(piece: str) -> None:
     """Show LLM text as it arrives (raw: partial markup must not be re-rendered)."""
     sys.stdout.write(piece)

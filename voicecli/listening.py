@@ -124,9 +124,12 @@ class UserInput:
                 item = None
             if isinstance(item, InputFailed):
                 self.status.stop()
-                display.error(f"{item.message} Typing still works.")
-                self.voice.close()
-                self.voice = None
+                if item.fatal:
+                    display.error(f"{item.message} Typing still works.")
+                    self.voice.close()
+                    self.voice = None
+                else:
+                    display.error(f"{item.message} Please say it again.")
                 self.status.start()
             elif item is not None:
                 return Said(item.text, item)

@@ -249,11 +249,6 @@ class Session:
         if turn is not None:
             turn.cancel.cancel(reason)
 
-    @property
-    def speaking(self) -> bool:
-        """A turn is running."""
-        return self._turn is not None
-
     # --- Ctrl-C ---------------------------------------------------------------------
     def _install_sigint(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -49,9 +49,11 @@ class Heard:
 
 @dataclass(frozen=True)
 class InputFailed:
-    """The microphone stopped; typed input still works."""
+    """Something the user said was lost (``fatal``: the microphone stopped, and only
+    typed input works from now on)."""
 
     message: str
+    fatal: bool = True
 
 
 class VoiceInput:
@@ -76,6 +78,7 @@ class VoiceInput:
         self.level_db = SILENT_DB  # the last frame's, for a meter
         self.hearing = False  # the user is speaking (a turn is open)
         self.transcribing = 0  # utterances waiting for or in Whisper
+        self._count = threading.Lock()  # transcribing changes on both threads
         self._muted_until: float | None = None  # None: not muted
         self.push_to_talk = push_to_talk
         self._held_until = 0.0  # push-to-talk: the key counts as held until then
@@ -165,13 +168,19 @@ class VoiceInput:
                 ended = at + FRAME_SECONDS - (self.turns.seconds - event.end)
                 self._hand_on(event, ended)
 
+    def _counted(self, change: int) -> None:
+        with self._count:
+            self.transcribing += change
+
     def _hand_on(self, utterance: Utterance, ended: float) -> None:
-        self.transcribing += 1
+        self._counted(1)
         try:
             self._utterances.put_nowait((utterance, ended, True))
         except queue.Full:  # Whisper is 8 utterances behind: say so rather than queue more
-            self.transcribing -= 1
-            self.heard.put(InputFailed("Speech came faster than it could be transcribed."))
+            self._counted(-1)
+            self.heard.put(
+                InputFailed("Speech came faster than it could be transcribed.", fatal=False)
+            )
 
     def _transcribe(self) -> None:
         while True:
@@ -188,11 +197,12 @@ class VoiceInput:
             except Exception as exc:  # noqa: BLE001
                 if final:
                     log.warning("transcription failed: %r", exc)
-                    self.heard.put(InputFailed(f"Could not transcribe: {type(exc).__name__}."))
+                    message = f"Could not transcribe what was said: {type(exc).__name__}."
+                    self.heard.put(InputFailed(message, fatal=False))
                 continue
             finally:
                 if final:
-                    self.transcribing -= 1
+                    self._counted(-1)
             if not final:
                 self._early = (key, transcript)
                 continue

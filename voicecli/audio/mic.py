@@ -48,12 +48,17 @@ class Microphone:
         self.dropped = 0  # frames lost because the reader fell behind
         self._queue: queue.Queue[tuple[np.ndarray, float]] = queue.Queue(MAX_BACKLOG)
         self._pending = np.zeros(0, np.float32)
+        self._at = 0.0  # when the first of the pending samples was captured
         self._closed = threading.Event()
         self._stream, self.capture_rate = self._open(capture_rate)
-        self.name = str(sounddevice_module().query_devices(self.device)["name"])
-        self._resampler = (
-            None if self.capture_rate == SAMPLE_RATE else _Resampler(self.capture_rate)
-        )
+        try:
+            self.name = str(sounddevice_module().query_devices(self.device)["name"])
+            self._resampler = (
+                None if self.capture_rate == SAMPLE_RATE else _Resampler(self.capture_rate)
+            )
+        except BaseException:
+            self.close()
+            raise
 
     def _open(self, capture_rate: int | None):  # noqa: ANN202
         sd = sounddevice_module()

@@ -90,6 +90,23 @@ def tiny_synth(tiny_model_dir):
     return KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under xdist's work stealing each worker starts with a contiguous share of the
+    collection, and others steal from the end of it: so every share starts with its part
+    of the long tests, and no run ends waiting on one that started last."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:
+        return
+    long = [item for item in items if item.get_closest_marker("long")]
+    rest = [item for item in items if not item.get_closest_marker("long")]
+    size = -(-len(rest) // workers)
+    items[:] = [
+        test
+        for k in range(workers)
+        for test in (*long[k::workers], *rest[k * size : (k + 1) * size])
+    ]
+
+
 def pytest_configure(config):
     # Tests must not read the developer's (or install.sh's) ~/.config/voicecli:
     # an empty config file, inherited by every voicecli the tests start.

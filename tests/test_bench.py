@@ -54,6 +54,7 @@ def tiny(tiny_model_dir) -> list[str]:
 
 
 # --- the A/B bench ------------------------------------------------------------------------
+@pytest.mark.long
 def test_bench_short_compares_both_modes_on_identical_text(tiny_model_dir, tmp_path):
     out = tmp_path / "out"
     result = invoke(
@@ -265,6 +266,7 @@ def test_a_server_whose_model_cannot_load_is_reported_at_once(tmp_path):
 
 
 # --- isolation mode -------------------------------------------------------------------------
+@pytest.mark.long
 def test_isolation_measures_a_healthy_client_beside_each_hostile_one(tiny_model_dir, tmp_path):
     pytest.importorskip("uvicorn", reason="voicecli serve needs the server extra")
     text = tmp_path / "reply.txt"
@@ -289,6 +291,7 @@ def test_isolation_measures_a_healthy_client_beside_each_hostile_one(tiny_model_
     assert "vs alone" in result.output and "Server memory" in result.output
 
 
+@pytest.mark.long
 def test_a_soak_of_long_and_odd_texts_leaves_the_server_near_its_baseline(real_model_dir, tmp_path):
     """The short form of ``bench --soak``, on the real weights: one pass over its odd
     texts. Before the server bounded them, 1999 dots were 61 s of audio and took a

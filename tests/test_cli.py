@@ -296,6 +296,7 @@ def voicecli(*args, **kw) -> subprocess.Popen:
     )
 
 
+@pytest.mark.long
 def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, fresh_capture):
     device, capture = fresh_capture
     proc = voicecli("say", *tiny_args(tiny_model_dir, "--device", device))

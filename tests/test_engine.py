@@ -129,6 +129,7 @@ def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
     assert not any(f"socket:[{inode}]" in inodes for inode in listening), "a TCP port is open"
 
 
+@pytest.mark.long
 def test_first_use_starts_the_engine_and_it_stays(runtime, tiny_model_dir, tmp_path):
     out = tmp_path / "a.wav"
     result = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there.")
@@ -220,6 +221,7 @@ def test_another_model_restarts_an_idle_engine_and_refuses_a_busy_one(
 SENTENCES = " ".join(f"This is sentence number {n}, spoken in order." for n in range(12))
 
 
+@pytest.mark.long
 def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
     started, tiny_model_dir, tmp_path
 ):

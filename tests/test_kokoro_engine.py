@@ -147,6 +147,7 @@ def test_a_kokoro_laid_out_differently_is_refused(tiny_synth):
         model.decoder.generator = saved
 
 
+@pytest.mark.long
 def test_the_quality_bench_finds_windowing_exact_and_loses_no_sample(tiny_synth):
     result = bench_quality.measure(tiny_synth, [TEXT, "Short one."])
     summary = result["summary"]

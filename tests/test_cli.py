@@ -41,7 +41,7 @@ def tiny_args(tiny_model_dir, *more):
 
 def test_help_lists_the_commands():
     result = run(["--help"])
-    for command in ("chat", "say", "serve", "voices", "devices"):
+    for command in ("chat", "say", "serve", "voices", "devices", "transcribe"):
         assert command in result.output
 
 

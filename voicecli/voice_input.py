@@ -83,6 +83,7 @@ class VoiceInput:
         self.push_to_talk = push_to_talk
         self._held_until = 0.0  # push-to-talk: the key counts as held until then
         self._was_held = False
+        self._dropped = 0  # microphone frames lost, as last logged
         # (utterance, when its speech ended, final): a Pausing's turn is transcribed
         # while the hangover runs, and reused if the turn ends as it was.
         self._utterances: queue.Queue[tuple[Utterance, float, bool] | None] = queue.Queue(8)
@@ -124,6 +125,9 @@ class VoiceInput:
                 frame = self.mic.read()
                 if frame is None:
                     continue
+                if self.mic.dropped > self._dropped:  # the reader fell 10 s behind
+                    log.warning("%d microphone frames lost", self.mic.dropped - self._dropped)
+                    self._dropped = self.mic.dropped
                 self.level_db = frame.level_db
                 if self._muted_until is not None:
                     if frame.at < self._muted_until:

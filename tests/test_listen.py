@@ -199,14 +199,6 @@ def test_a_click_or_a_breath_is_not_a_turn(utterances):
 
 
 # --- bench --turn-taking's rules ------------------------------------------------------
-def test_the_bench_finds_the_pauses_inside_speech_as_the_detector_does():
-    from voicecli.bench.turn_taking import gaps
-
-    speech, quiet, dip = 0.9, 0.05, 0.4  # a dip stays speech right after speech (hysteresis)
-    probabilities = [quiet] * 5 + [speech] * 10 + [dip] + [quiet] * 7 + [speech] * 4 + [quiet] * 9
-    assert gaps(probabilities) == ([(16, 7)], 27)
-
-
 def test_the_text_cue_reads_complete_sentences():
     from voicecli.bench.turn_taking import complete
 
@@ -508,18 +500,24 @@ def test_chat_listen_with_no_microphone_goes_on_typed(tiny_model_dir, tiny_engin
             chat.kill()
 
 
-def test_on_a_terminal_the_meter_and_the_typed_line_share_the_state_line(
-    room, utterances, tiny_model_dir, tiny_engine, tmp_path
-):
+def listening_on_a_terminal(room, engine, llm, model_dir: Path, home: Path, *more: str):  # noqa: ANN201
+    """`voicecli chat --listen` on a pseudo-terminal, in ``room``, through ``engine``."""
     import shlex
 
     from tests import tui_harness as tui
 
+    args = tui.chat_args(model_dir, "pulse", llm.base_url, "--listen", *more)
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**room.env, **engine}.items())
+    return tui.spawn([], home, command=f"{env} {shlex.quote(tui.VOICECLI)} {shlex.join(args)}")
+
+
+def test_on_a_terminal_the_meter_and_the_typed_line_share_the_state_line(
+    room, utterances, tiny_model_dir, tiny_engine, tmp_path
+):
+    from tests import tui_harness as tui
+
     with ScriptedLLM(Script.from_text("Fine.", 100)) as llm:
-        args = tui.chat_args(tiny_model_dir, "pulse", llm.base_url, "--listen")
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**room.env, **tiny_engine}.items())
-        command = f"{env} {shlex.quote(tui.VOICECLI)} {shlex.join(args)}"
-        child = tui.spawn([], tmp_path, command=command)
+        child = listening_on_a_terminal(room, tiny_engine, llm, tiny_model_dir, tmp_path)
         try:
             tui.wait_state(child, "listening", tui.START_TIMEOUT)
             child.expect(r"-?\d+ dB")  # the meter
@@ -544,15 +542,11 @@ def test_on_a_terminal_the_meter_and_the_typed_line_share_the_state_line(
 def test_push_to_talk_hears_only_while_tab_is_held(
     room, utterances, tiny_model_dir, tiny_engine, tmp_path
 ):
-    import shlex
-
     from tests import tui_harness as tui
 
     with ScriptedLLM(Script.from_text("Fine.", 100)) as llm:
-        args = tui.chat_args(tiny_model_dir, "pulse", llm.base_url, "--listen", "--push-to-talk")
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**room.env, **tiny_engine}.items())
-        child = tui.spawn(
-            [], tmp_path, command=f"{env} {shlex.quote(tui.VOICECLI)} {shlex.join(args)}"
+        child = listening_on_a_terminal(
+            room, tiny_engine, llm, tiny_model_dir, tmp_path, "--push-to-talk"
         )
         try:
             tui.wait_state(child, "hold Tab", tui.START_TIMEOUT)

@@ -2,8 +2,8 @@
 
 Each question of ``QUESTIONS`` is spoken by Kokoro in fragments (a voice unlike the
 assistant's), and the fragments are joined with the hesitations a speaker makes inside
-a sentence (``PAUSES``, cycled). Each turn is then heard by the real Silero VAD and, for
-every hangover in ``HANGOVERS``:
+a sentence (``PAUSES``, cycled). Each is then heard by the real Silero VAD and voicecli's
+own turn detector and, for every hangover in ``HANGOVERS``:
 
 * ``cut``: the questions cut in two or more turns (a pause taken for the end);
 * ``wait``: how long after the speech ended the turn ended (the hangover's cost, paid on
@@ -50,9 +50,6 @@ CUE = (0.5, 1.2)  # short and long hangover of the text cue
 CONNECTIVES = frozenset(
     "and so but or because if that the a an to of with about like which who when".split()
 )
-THRESHOLD = 0.5  # TurnDetector's
-LOW = THRESHOLD - 0.15
-FRAME_SECONDS = 0.032
 
 
 @dataclass(frozen=True)
@@ -71,23 +68,14 @@ def complete(text: str) -> bool:
     return bool(last) and text[-1] in ".?!" and not trailing and last[-1] not in CONNECTIVES
 
 
-def gaps(probabilities: list[float]) -> tuple[list[tuple[int, int]], int]:
-    """The silences inside the speech, as (first frame, length), by TurnDetector's rule
-    (a frame stays speech down to LOW right after speech), and the frame after the last
-    speech."""
-    speaking, silence, last = False, 0, 0
-    found: list[tuple[int, int]] = []
-    for n, p in enumerate(probabilities):
-        if not speaking:
-            speaking = p >= THRESHOLD
-            last = n + 1 if speaking else last
-        elif p >= (LOW if silence == 0 else THRESHOLD):
-            if silence:
-                found.append((n - silence, silence))
-            silence, last = 0, n + 1
-        else:
-            silence += 1
-    return found, last
+def heard(spoken: Spoken, detector: Any) -> list[Any]:
+    """What the shipped turn detector makes of ``spoken``, event by event."""
+    from voicecli.listen.vad import frames
+
+    events = []
+    for frame, probability in zip(frames(spoken.audio), spoken.probabilities, strict=True):
+        events += detector.push(frame, probability)
+    return events + detector.flush()
 
 
 def run_turn_taking(
@@ -122,32 +110,30 @@ def run_turn_taking(
         if progress:
             progress(f"spoke {' / '.join(question)}")
 
+    from voicecli.listen.turns import Pausing, TurnDetector, Utterance
+
     results: dict[str, Any] = {"hangovers": {}, "questions": QUESTIONS, "pauses": list(PAUSES)}
     for hangover in HANGOVERS:
-        frames_needed = round(hangover / FRAME_SECONDS)
-        cut = sum(any(length >= frames_needed for _, length in gaps(s.probabilities)[0])
-                  for s in spoken)  # fmt: skip
+        turns = [heard(s, TurnDetector(hangover=hangover)) for s in spoken]
+        cut = sum(sum(isinstance(e, Utterance) for e in events) > 1 for events in turns)
         results["hangovers"][f"{hangover:g}"] = {"cut": cut, "wait_ms": round(hangover * 1000)}
 
-    short, long = (round(h / FRAME_SECONDS) for h in CUE)
+    # The cue decides at each pause of the short hangover (a Pausing of a detector whose
+    # hangover is the long one); the last pause is the end of the question.
     cue_cut, cue_waits, asr_ms, checks = 0, [], [], []
     for s in spoken:
-        inner, end = gaps(s.probabilities)
-        cut_here = False
-        for start, length in inner:
-            if length < short:
-                continue
+        events = heard(s, TurnDetector(hangover=CUE[1], early=CUE[0]))
+        ended = sum(isinstance(e, Utterance) for e in events) > 1  # at a long pause
+        pauses = [e for e in events if isinstance(e, Pausing)]
+        finished = []
+        for pause in pauses:
             began = time.perf_counter()
-            text = transcriber.transcribe(s.audio[: start * 512]).text
+            text = transcriber.transcribe(pause.utterance.audio).text
             asr_ms.append((time.perf_counter() - began) * 1000)
-            checks.append({"heard": text, "pause_s": round(length * FRAME_SECONDS, 3)})
-            if complete(text) or length >= long:
-                cut_here = True
-        cue_cut += cut_here
-        began = time.perf_counter()
-        text = transcriber.transcribe(s.audio[: end * 512]).text
-        asr_ms.append((time.perf_counter() - began) * 1000)
-        cue_waits.append(CUE[0] * 1000 if complete(text) else CUE[1] * 1000)
+            finished.append(complete(text))
+            checks.append({"heard": text, "at_s": round(pause.utterance.end, 3)})
+        cue_cut += ended or any(finished[:-1])
+        cue_waits.append(CUE[0] * 1000 if finished and finished[-1] else CUE[1] * 1000)
     results["cue"] = {
         "short": CUE[0],
         "long": CUE[1],

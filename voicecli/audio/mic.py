@@ -18,11 +18,11 @@ import numpy as np
 
 from voicecli.audio.devices import NO_INPUT_HINT, resolve_device, sounddevice_module
 from voicecli.errors import VoiceCliError
+from voicecli.frames import HEARING_FRAME as FRAME
+from voicecli.frames import HEARING_RATE as SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16_000
-FRAME = 512  # 32 ms: the VAD's window
 # Frames the reader may fall behind before the oldest are dropped (and counted): 10 s.
 MAX_BACKLOG = 312
 SILENT_DB = -100.0

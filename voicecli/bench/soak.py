@@ -9,6 +9,7 @@ turn, and again ``idle`` seconds after the soak: the goal is at most +200 MB.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -120,7 +121,7 @@ def run_soak(
             time.sleep(idle)
             baseline = rss_mib(pid)
             began = time.monotonic()
-            for k, (kind, text) in enumerate(_cycle(mix)):
+            for k, (kind, text) in enumerate(itertools.cycle(mix)):
                 if k >= len(mix) and time.monotonic() - began >= seconds:
                     break
                 progress(f"{kind} ({len(text)} characters)")
@@ -149,11 +150,6 @@ def run_soak(
             "requests": requests,
             "rss_series": sampler.series,
         }
-
-
-def _cycle(mix: tuple[tuple[str, str], ...]) -> Iterator[tuple[str, str]]:
-    while True:
-        yield from mix
 
 
 def report_lines(result: dict[str, Any]) -> Iterator[str]:

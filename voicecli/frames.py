@@ -129,6 +129,7 @@ class SinkCapabilities:
     paced: bool  # plays in real time to a listener; False: a file, "played" means written
     pause: bool = False
     skip: bool = False
+    monitor: bool = False  # reports every block it sends to the listener (``monitor``)
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,8 @@ class Playback:
 
 PlayedHook = Callable[[int, float], None]  # (sentence, monotonic time its first sample played)
 UnderrunHook = Callable[[float], None]
+# (a block sent to the listener, silence included; monotonic time its first sample plays)
+OutputHook = Callable[[np.ndarray, float], None]
 
 
 class AudioSink(Protocol):
@@ -189,6 +192,11 @@ class AudioSink(Protocol):
     def recording(self) -> Playback | None:
         """What was written to a file, on the file's own sample scale (positions are
         samples from the file's start, across turns); None when nothing is recorded."""
+        ...
+
+    def monitor(self, hook: OutputHook | None) -> None:
+        """Call ``hook`` from the audio thread with every block played (an echo
+        canceller's far end); it must not block. Ignored without ``capabilities.monitor``."""
         ...
 
     # Listener controls; a sink whose capabilities lack them ignores them.

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voicecli.audio.devices import NO_INPUT_HINT, resolve_device, sounddevice_module
+from voicecli.audio.resample import Resampler
 from voicecli.errors import VoiceCliError
 from voicecli.frames import HEARING_FRAME as FRAME
 from voicecli.frames import HEARING_RATE as SAMPLE_RATE
@@ -31,7 +32,7 @@ SILENT_DB = -100.0
 @dataclass(frozen=True)
 class MicFrame:
     samples: np.ndarray  # FRAME samples, 16 kHz mono float32
-    at: float  # time.monotonic() when the callback received its first sample
+    at: float  # time.monotonic() when its first sample was captured
     level_db: float  # RMS in dBFS
 
 
@@ -54,7 +55,11 @@ class Microphone:
         try:
             self.name = str(sounddevice_module().query_devices(self.device)["name"])
             self._resampler = (
-                None if self.capture_rate == SAMPLE_RATE else _Resampler(self.capture_rate)
+                None
+                if self.capture_rate == SAMPLE_RATE
+                else Resampler(
+                    self.capture_rate, SAMPLE_RATE, f"The microphone at {self.capture_rate} Hz"
+                )
             )
         except BaseException:
             self.close()
@@ -76,6 +81,7 @@ class Microphone:
                 sd.check_input_settings(
                     device=self.device, channels=1, dtype="float32", samplerate=rate
                 )
+                self.capture_rate = rate  # for the callback, from its first call
                 stream = sd.InputStream(
                     samplerate=rate,
                     blocksize=round(FRAME * rate / SAMPLE_RATE),
@@ -97,8 +103,11 @@ class Microphone:
     def _callback(self, indata, frames, time_info, status) -> None:  # noqa: ANN001
         now = time.monotonic()
         block = indata[:, 0].copy()
+        # When the first sample was captured, for the echo canceller to line it up with
+        # what the speakers played then: a block before it arrived. (PortAudio's
+        # inputBufferAdcTime would say, but through ALSA's pulse plugin it is 0.6 s off.)
         try:
-            self._queue.put_nowait((block, now))
+            self._queue.put_nowait((block, now - frames / self.capture_rate))
         except queue.Full:
             self.dropped += 1
 
@@ -138,30 +147,3 @@ class Microphone:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _Resampler:
-    """Mono float32 at ``rate`` to 16 kHz, as a stream (FFmpeg's swresample, via PyAV)."""
-
-    def __init__(self, rate: int) -> None:
-        try:
-            import av
-        except ImportError:
-            raise VoiceCliError(
-                f"The microphone runs at {rate} Hz and resampling it needs PyAV: "
-                "pip install 'voicecli[listen]'."
-            ) from None
-        self._av = av
-        self.rate = rate
-        self._resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
-        self._pts = 0
-
-    def __call__(self, block: np.ndarray) -> np.ndarray:
-        frame = self._av.AudioFrame.from_ndarray(
-            np.ascontiguousarray(block, np.float32).reshape(1, -1), format="flt", layout="mono"
-        )
-        frame.sample_rate = self.rate
-        frame.pts = self._pts
-        self._pts += len(block)
-        out = [f.to_ndarray().reshape(-1) for f in self._resampler.resample(frame)]
-        return np.concatenate(out).astype(np.float32) if out else np.zeros(0, np.float32)

@@ -18,7 +18,14 @@ from voicecli.audio.ledger import SpanLedger
 from voicecli.audio.ring import RingBuffer
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.frames import AudioChunk, Playback, PlayedHook, SinkCapabilities, UnderrunHook
+from voicecli.frames import (
+    AudioChunk,
+    OutputHook,
+    Playback,
+    PlayedHook,
+    SinkCapabilities,
+    UnderrunHook,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +38,7 @@ STALL_SECONDS = 5.0
 class Player:
     """Owns the ring buffer and the output stream for one session."""
 
-    capabilities = SinkCapabilities(paced=True, pause=True, skip=True)
+    capabilities = SinkCapabilities(paced=True, pause=True, skip=True, monitor=True)
 
     def __init__(
         self,
@@ -47,6 +54,7 @@ class Player:
         self.ring = RingBuffer(int(capacity_seconds * sample_rate))
         self.on_played: PlayedHook | None = None
         self.on_underrun: UnderrunHook | None = None
+        self._monitor: OutputHook | None = None
         self.underruns = 0
         self.device = resolve_device(device)
         self._markers: deque[tuple[int, int]] = deque()  # (ring position, sentence)
@@ -89,9 +97,22 @@ class Player:
         now = time.monotonic()
         self._last_callback = now
         out = outdata[:, 0]
+        try:
+            delay = float(time_info.outputBufferDacTime - time_info.currentTime)
+        except (AttributeError, TypeError):
+            delay = 0.0
+        if not 0.0 <= delay < 2.0:  # some hosts report no timestamps
+            delay = float(self._stream.latency) if self._stream is not None else 0.0
+        self._dac_delay = delay
         if self._paused:
             out.fill(0)
-            return
+        else:
+            self._fill(out, frames, now, delay)
+        monitor = self._monitor
+        if monitor is not None:
+            monitor(out, now + delay)
+
+    def _fill(self, out, frames: int, now: float, delay: float) -> None:
         n, before = self.ring.read_into(out)
         if n < frames:
             out[n:] = 0
@@ -102,13 +123,6 @@ class Player:
                     self.on_underrun(now)
         else:
             self._dry = False
-        try:
-            delay = float(time_info.outputBufferDacTime - time_info.currentTime)
-        except (AttributeError, TypeError):
-            delay = 0.0
-        if not 0.0 <= delay < 2.0:  # some hosts report no timestamps
-            delay = float(self._stream.latency) if self._stream is not None else 0.0
-        self._dac_delay = delay
         end = before + n
         self._played_pos = end
         markers = self._markers
@@ -146,6 +160,9 @@ class Player:
             if done < chunk.samples.size and self.stalled():
                 raise self._stalled_error()
         self._ledger.after_write(chunk, self.ring.write_pos)
+
+    def monitor(self, hook: OutputHook | None) -> None:
+        self._monitor = hook
 
     def stalled(self) -> bool:
         """The device has stopped calling back: it disappeared or hung."""

@@ -20,6 +20,7 @@ from voicecli.errors import VoiceCliError
 from voicecli.frames import (
     AudioChunk,
     AudioSink,
+    OutputHook,
     Playback,
     PlayedHook,
     SinkCapabilities,
@@ -78,6 +79,9 @@ class WavSink:
     def skip_sentence(self) -> bool:
         return False
 
+    def monitor(self, hook: OutputHook | None) -> None:
+        pass  # nobody listens to a file as it is written: no echo to cancel
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "wav", "path": str(self.writer.path)}
 
@@ -127,6 +131,9 @@ class TeeSink:
 
     def skip_sentence(self) -> bool:
         return self.device.skip_sentence()
+
+    def monitor(self, hook: OutputHook | None) -> None:
+        self.device.monitor(hook)
 
     def describe(self) -> dict[str, Any]:
         return {**self.device.describe(), "also_written_to": str(self.file.writer.path)}

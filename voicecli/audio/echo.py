@@ -1,0 +1,197 @@
+"""Echo cancellation, so that the user can talk over a reply played on speakers: WebRTC's
+AEC3 (the audio processing module in livekit's wheel) removes from the microphone what
+the speakers played, and what is left is the user.
+
+The far end is every block the player sends to the device, with the time its first
+sample reaches the DAC (``AudioSink.monitor``); the near end is the microphone's frames,
+with the time their first sample was captured. AEC3 takes one 10 ms far frame before
+each 10 ms near frame and finds the delay between them itself, within a few hundred ms.
+The two are paired here by those timestamps, not by arrival, so that a microphone reader
+that falls behind (a busy CPU) does not stretch the delay past what AEC3 can find.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections import deque
+
+import numpy as np
+
+from voicecli.audio.resample import Resampler
+from voicecli.errors import VoiceCliError
+from voicecli.frames import HEARING_RATE as RATE
+
+FRAME = RATE // 100  # AEC3 works on 10 ms
+# Both streams are timed by counting their samples from a first timestamp: the times a
+# callback gives are late by however long the scheduler kept it waiting (tens of ms on a
+# busy machine, and a restarted output stream reports 0 to 40 ms less delay for its
+# first blocks), and AEC3 loses the echo each time its delay moves. So the count moves
+# only when the median of the last SETTLE timestamps says it is more than JUMP off
+# (samples lost, a stream restarted by a flush), and starts again past MAX_GAP.
+JUMP = 0.008
+SETTLE = 16
+MAX_GAP = 2.0
+# Until AEC3 has adapted to the room (a few seconds of a first reply), the echo passes
+# through. The canceller vouches for what it returns (``settled``) only once it has taken
+# at least SETTLED_ERLE dB out of what the speakers played, or left less than INAUDIBLE,
+# over two windows of WINDOW seconds of playing in a row; or when nothing has played for
+# TAIL (a room's echo dies away by then).
+SETTLED_ERLE = 15.0
+INAUDIBLE = -60.0  # dBFS
+WINDOW = 0.5
+TAIL = 0.3
+PLAYING = -50.0  # dBFS: a far frame louder than this is the speakers playing
+KEEP_PLAYED = 1000  # far blocks waiting for the microphone at most (20 s of 20 ms blocks)
+INSTALL = "Echo cancellation needs livekit: pip install 'voicecli[listen]'."
+
+
+class EchoCanceller:
+    def __init__(self, far_rate: int) -> None:
+        """``far_rate``: the player's sample rate. Raises VoiceCliError when the
+        canceller cannot be loaded."""
+        try:
+            from livekit import rtc
+        except ImportError:
+            raise VoiceCliError(INSTALL) from None
+        self._rtc = rtc
+        self._apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
+        self._resample = (
+            None if far_rate == RATE else Resampler(far_rate, RATE, "Echo cancellation")
+        )
+        # Filled on the audio thread, drained on the microphone's.
+        self._played: deque[tuple[np.ndarray, float]] = deque(maxlen=KEEP_PLAYED)
+        self._lock = threading.Lock()  # one caller of __call__ at a time
+        self._far = np.zeros(0, np.float32)  # 16 kHz, not yet given to AEC3
+        self._far_at: float | None = None  # when _far[0] plays
+        self._near = np.zeros(0, np.float32)  # captured, waiting for a whole 10 ms
+        self._near_at: float | None = None  # when _near[0] was captured
+        self._far_offsets: deque[float] = deque(maxlen=SETTLE)
+        self._near_offsets: deque[float] = deque(maxlen=SETTLE)
+        # Near frames come out 10 ms late, so that every call returns as many as it got.
+        self._out = np.zeros(FRAME, np.float32)
+        self.converged = False  # AEC3 has adapted to the room (stays so)
+        self.converged_at: float | None = None  # the near time it did
+        self.settled = True  # what the last call returned carries no echo to fear
+        self._window = [0.0, 0.0, 0]  # energy in and out, frames: while playing, unconverged
+        self._good_windows = 0
+        self._loud_until = float("-inf")  # when the speakers last played something
+
+    def played(self, block: np.ndarray, at: float) -> None:
+        """A block the speakers play from ``at`` on (called on the audio thread)."""
+        self._played.append((block.copy(), at))
+
+    def __call__(self, samples: np.ndarray, at: float) -> np.ndarray:
+        """The microphone's ``samples`` (16 kHz, the first captured at ``at``) without
+        the speakers' echo, 10 ms late."""
+        with self._lock:
+            self._take_played()
+            if self._near_at is None:
+                self._near_at = at
+            else:
+                self._near_at += _drift(self._near_offsets, at - self._near_end())
+            self._near = np.concatenate([self._near, samples])
+            cleaned = [self._out]
+            while len(self._near) >= FRAME:
+                chunk, self._near = self._near[:FRAME], self._near[FRAME:]
+                far = self._far_frame(self._near_at)
+                self._apm.process_reverse_stream(self._frame(far))
+                near = self._frame(chunk)
+                self._apm.process_stream(near)
+                out = np.frombuffer(near.data, np.int16).astype(np.float32) / 32768
+                self._judge(far, chunk, out)
+                cleaned.append(out)
+                self._near_at += FRAME / RATE
+            self.settled = self.converged or self._near_at - self._loud_until > TAIL
+            out = np.concatenate(cleaned)
+            self._out = out[len(samples) :]
+            return out[: len(samples)]
+
+    def _judge(self, far: np.ndarray, near: np.ndarray, out: np.ndarray) -> None:
+        """Whether AEC3 has adapted yet, from what it made of a frame played aloud."""
+        if _db(np.mean(np.square(far))) <= PLAYING:
+            return
+        self._loud_until = self._near_at + FRAME / RATE
+        if self.converged:
+            return
+        window = self._window
+        window[0] += float(np.sum(np.square(near, dtype=np.float64)))
+        window[1] += float(np.sum(np.square(out, dtype=np.float64)))
+        window[2] += 1
+        if window[2] < WINDOW * 100:
+            return
+        erle = _db(window[0]) - _db(window[1])
+        left = _db(window[1] / (window[2] * FRAME))
+        good = erle >= SETTLED_ERLE or left < INAUDIBLE
+        self._good_windows = self._good_windows + 1 if good else 0
+        self.converged = self._good_windows >= 2
+        if self.converged:
+            self.converged_at = self._near_at
+        self._window = [0.0, 0.0, 0]
+
+    def _near_end(self) -> float:
+        return self._near_at + len(self._near) / RATE
+
+    def _take_played(self) -> None:
+        while self._played:
+            block, at = self._played.popleft()
+            if self._resample is not None:
+                block = self._resample(block)
+            end = None if self._far_at is None else self._far_at + len(self._far) / RATE
+            if end is None or abs(at - end) > MAX_GAP:  # the first, or a new timeline
+                self._far, self._far_at = block, at
+                self._far_offsets.clear()
+                continue
+            shift = _drift(self._far_offsets, at - end)
+            if shift > 0:  # a gap: silence played meanwhile
+                gap = np.zeros(round(shift * RATE), np.float32)
+                self._far = np.concatenate([self._far, gap])
+            elif shift < 0:  # restarted: what was queued never played
+                self._far = self._far[: max(0, len(self._far) + round(shift * RATE))]
+            self._far = np.concatenate([self._far, block])
+
+    def _far_frame(self, at: float) -> np.ndarray:
+        """What the speakers played over the 10 ms from ``at``."""
+        frame = np.zeros(FRAME, np.float32)
+        if self._far_at is None:
+            return frame
+        late = round((at - self._far_at) * RATE)
+        if late > len(self._far):  # all played before this frame: too old to matter now
+            self._far_at += len(self._far) / RATE
+            self._far = self._far[:0]
+            return frame
+        if late > 0:
+            self._far = self._far[late:]
+            self._far_at += late / RATE
+        lead = round((self._far_at - at) * RATE)
+        if lead < FRAME and len(self._far):
+            lead = max(0, lead)
+            n = min(FRAME - lead, len(self._far))
+            frame[lead : lead + n] = self._far[:n]
+            self._far = self._far[n:]
+            self._far_at += n / RATE
+        return frame
+
+    def _frame(self, samples: np.ndarray):  # noqa: ANN202 - rtc.AudioFrame
+        pcm = np.clip(samples * 32768, -32768, 32767).astype(np.int16)
+        return self._rtc.AudioFrame(pcm.tobytes(), RATE, 1, FRAME)
+
+
+def _drift(offsets: deque[float], offset: float) -> float:
+    """How far to move a stream's sample count, given how far off the latest timestamp
+    says it is (``offsets`` keeps the recent ones)."""
+    if abs(offset) > MAX_GAP:
+        offsets.clear()
+        return offset
+    offsets.append(offset)
+    if len(offsets) < SETTLE:
+        return 0.0
+    shift = statistics.median(offsets)
+    if abs(shift) <= JUMP:
+        return 0.0
+    offsets.clear()
+    return shift
+
+
+def _db(energy: float) -> float:
+    return 10.0 * float(np.log10(energy)) if energy > 0 else -200.0

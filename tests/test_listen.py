@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
 import time
-import uuid
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +21,20 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from voicecli.bench.room import VirtualRoom
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cli import cli
+from voicecli.errors import VoiceCliError
 from voicecli.listen.asr import SAMPLE_RATE, Transcriber, read_audio
-from voicecli.listen.turns import Pausing, SpeechStarted, TurnDetector, Utterance
+from voicecli.listen.turns import (
+    Event,
+    Pausing,
+    SpeechDropped,
+    SpeechOnset,
+    SpeechStarted,
+    TurnDetector,
+    Utterance,
+)
 from voicecli.listen.vad import FRAME, VoiceActivity, frames, has_speech
 
 pytest.importorskip("faster_whisper")
@@ -92,9 +100,9 @@ def trimmed(audio: np.ndarray) -> np.ndarray:
     return audio[loud[0] : loud[-1] + 1]
 
 
-def detect(audio: np.ndarray, detector: TurnDetector) -> list[SpeechStarted | Utterance]:
+def detect(audio: np.ndarray, detector: TurnDetector) -> list[Event]:
     vad = VoiceActivity()
-    events: list[SpeechStarted | Utterance] = []
+    events: list[Event] = []
     for frame in frames(audio):
         events += detector.push(frame, vad(frame))
     return events + detector.flush()
@@ -169,8 +177,9 @@ def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, tra
 def test_the_turn_is_timed_where_the_speech_is(utterances):
     speech = trimmed(read_audio(utterances["question"]))
     events = detect(np.concatenate([silence(1.0), speech, silence(1.0)]), TurnDetector())
-    started, pausing, utterance = events
+    onset, started, pausing, utterance = events
     assert isinstance(started, SpeechStarted) and isinstance(utterance, Utterance)
+    assert isinstance(onset, SpeechOnset) and onset.at == started.at  # held, then confirmed
     # What the pause handed on ahead is what the hangover then ends: it can be reused.
     assert isinstance(pausing, Pausing)
     early = pausing.utterance
@@ -194,7 +203,9 @@ def test_speech_with_no_pause_is_capped_and_none_of_it_is_lost(utterances):
 def test_a_click_or_a_breath_is_not_a_turn(utterances):
     speech = read_audio(utterances["question"])
     burst = speech[len(speech) // 2 : len(speech) // 2 + 3 * FRAME]  # 96 ms of a word
-    assert detect(np.concatenate([silence(1.0), burst, silence(1.5)]), TurnDetector()) == []
+    # A reply held at its onset goes on once it is dropped.
+    events = detect(np.concatenate([silence(1.0), burst, silence(1.5)]), TurnDetector())
+    assert [type(e) for e in events] == [SpeechOnset, SpeechDropped]
     assert not has_speech(np.concatenate([silence(1.0), burst, silence(1.0)]))
 
 
@@ -209,90 +220,30 @@ def test_the_text_cue_reads_complete_sentences():
 
 
 # --- through a microphone ------------------------------------------------------------
-class VirtualRoom:
-    """A microphone (the monitor of a null sink of this test's own) and speakers (another
-    null sink), optionally with the speakers' sound reaching the microphone."""
+def hear(seconds: float) -> tuple[float, bool]:
+    """What the room's microphone hears over the next ``seconds``: its loudest 32 ms in
+    dBFS, and whether an unmuted input would have taken it for a turn."""
+    from voicecli.audio.mic import Microphone
 
-    def __init__(self) -> None:
-        if not shutil.which("pactl") or not os.environ.get("PULSE_SERVER"):
-            pytest.skip("no PulseAudio: source .ci/audio-env.sh first (CI does)")
-        tag = uuid.uuid4().hex[:8]
-        self.mic = f"voicecli_test_mic_{tag}"
-        self.speakers = f"voicecli_test_speakers_{tag}"
-        self.modules = [self._load(f"module-null-sink sink_name={self.mic} rate=16000 channels=1")]
-        self.modules.append(
-            self._load(f"module-null-sink sink_name={self.speakers} rate=24000 channels=1")
-        )
-        # An idle null sink stalls new streams (.ci/audio-env.sh): keep the speakers busy.
-        self.keepalive = subprocess.Popen(
-            [
-                "pacat",
-                f"--device={self.speakers}",
-                "--rate=24000",
-                "--channels=1",
-                "--format=s16le",
-                "--latency-msec=10",
-                "/dev/zero",
-            ],  # fmt: skip
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.env = {"PULSE_SOURCE": f"{self.mic}.monitor", "PULSE_SINK": self.speakers}
-
-    def _load(self, args: str) -> str:
-        out = subprocess.run(
-            ["pactl", "load-module", *args.split()], capture_output=True, text=True
-        )
-        if out.returncode != 0:
-            pytest.skip(f"pactl load-module failed: {out.stderr.strip()}")
-        return out.stdout.strip()
-
-    def echo(self) -> None:
-        """The speakers reach the microphone, 60 ms late and 10 dB down, as in a room."""
-        index = self._load(
-            f"module-loopback source={self.speakers}.monitor sink={self.mic} "
-            "latency_msec=60 source_dont_move=true sink_dont_move=true"
-        )
-        self.modules.append(index)
-        inputs = subprocess.run(
-            ["pactl", "list", "short", "sink-inputs"], capture_output=True, text=True
-        ).stdout
-        for line in inputs.splitlines():
-            fields = line.split()
-            if len(fields) > 2 and fields[2] == index:
-                subprocess.run(["pactl", "set-sink-input-volume", fields[0], "31%"], check=True)
-
-    def hear(self, seconds: float) -> tuple[float, bool]:
-        """What the microphone hears over the next ``seconds``: its loudest 32 ms in
-        dBFS, and whether an unmuted input would have taken it for a turn."""
-        from voicecli.audio.mic import Microphone
-
-        vad, turns = VoiceActivity(), TurnDetector()
-        levels, started = [-100.0], False
-        with Microphone() as mic:  # PULSE_SOURCE: this room's
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                frame = mic.read()
-                if frame is not None:
-                    levels.append(frame.level_db)
-                    events = turns.push(frame.samples, vad(frame.samples))
-                    started = started or any(isinstance(e, SpeechStarted) for e in events)
-        return max(levels), started
-
-    def say(self, path: Path) -> None:
-        """Speak into the microphone (returns once it has been played)."""
-        subprocess.run(["paplay", f"--device={self.mic}", str(path)], check=True)
-
-    def close(self) -> None:
-        self.keepalive.kill()
-        self.keepalive.wait()
-        for index in reversed(self.modules):
-            subprocess.run(["pactl", "unload-module", index], capture_output=True)
+    vad, turns = VoiceActivity(), TurnDetector()
+    levels, started = [-100.0], False
+    with Microphone() as mic:  # PULSE_SOURCE: this room's
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            frame = mic.read()
+            if frame is not None:
+                levels.append(frame.level_db)
+                events = turns.push(frame.samples, vad(frame.samples))
+                started = started or any(isinstance(e, SpeechStarted) for e in events)
+    return max(levels), started
 
 
 @pytest.fixture
 def room(monkeypatch) -> Iterator[VirtualRoom]:
-    room = VirtualRoom()
+    try:
+        room = VirtualRoom()
+    except VoiceCliError as exc:
+        pytest.skip(str(exc))
     for name, value in room.env.items():
         monkeypatch.setenv(name, value)
     yield room
@@ -314,7 +265,8 @@ def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber
         heard = voice.heard.get(timeout=20)
         assert isinstance(heard, Heard), heard
         assert same_words(heard.text, QUESTION), heard.text
-        assert spoken < heard.ended <= said + 0.3 < heard.transcribed
+        assert spoken < heard.ended <= said + 0.3
+        assert heard.transcribed >= heard.ended + 0.8  # the hangover ended the turn
         assert voice.mic.capture_rate == (capture_rate or 16_000)
     finally:
         voice.close()
@@ -442,7 +394,7 @@ def test_the_reply_echo_is_not_taken_for_the_user(room, utterances, real_model_d
             chat.wait_for("^Listening on")
             room.say(utterances["question"])
             chat.wait_for(r"^you \(voice\)> ")
-            level, a_turn = room.hear(6.0)
+            level, a_turn = hear(6.0)
             assert level > -45 and a_turn  # the echo: about 10 dB down, and a turn's start
             chat.wait_for(r"first played .* underruns", timeout=60)  # the turn's end
             time.sleep(2.0)
@@ -573,3 +525,74 @@ def test_push_to_talk_hears_only_while_tab_is_held(
             assert len(llm.requests) == 1
         finally:
             child.close(force=True)
+
+
+# --- barge-in on speakers: the echo canceller ----------------------------------------
+def test_the_canceller_takes_the_echo_out_and_leaves_the_user(utterances):
+    """What the speakers play (timestamped as a busy player's callbacks are, late by up
+    to 15 ms) reaches the microphone 60 ms later and 6 dB down; the canceller, fed both,
+    takes the echo out and leaves the user's voice over it."""
+    from voicecli.audio.echo import EchoCanceller
+    from voicecli.audio.mic import level_db
+
+    rng = np.random.default_rng(0)
+    reply = np.concatenate([read_audio(utterances["question"])] * 4)  # about 9 s
+    user = trimmed(read_audio(utterances["follow_up"]))
+    n = len(reply) + SAMPLE_RATE
+    far = np.zeros(n, np.float32)
+    far[: len(reply)] = reply
+    delay = int(0.06 * SAMPLE_RATE)
+    mic = np.zeros(n, np.float32)
+    mic[delay:] = 0.5 * far[:-delay]
+    user_at = 6 * SAMPLE_RATE  # talking over the reply from 6 s on
+    mic[user_at : user_at + len(user)] += user
+    echo = EchoCanceller(SAMPLE_RATE)
+    block, out, fed = 320, [], 0
+    for start in range(0, n - FRAME + 1, FRAME):
+        while fed <= start + 3 * block:  # the player runs ahead of the microphone
+            echo.played(far[fed : fed + block], fed / SAMPLE_RATE + rng.uniform(0, 0.015))
+            fed += block
+        out.append(echo(mic[start : start + FRAME], start / SAMPLE_RATE + rng.uniform(0, 0.015)))
+    cleaned = np.concatenate(out)[160:]  # 10 ms late
+    assert echo.converged and echo.converged_at < 3.0
+    echo_only = slice(3 * SAMPLE_RATE, user_at)
+    taken_out = level_db(mic[echo_only]) - level_db(cleaned[echo_only])
+    assert taken_out > 30, taken_out
+    assert not has_speech(cleaned[echo_only])
+    spoken = cleaned[user_at : user_at + len(user)]
+    assert level_db(spoken) > level_db(user) - 6  # the user is not taken out with it
+    assert has_speech(spoken)
+
+
+@pytest.mark.long
+def test_on_speakers_with_barge_in_the_echo_is_cancelled_and_speaking_interrupts(
+    room, utterances, real_model_dir
+):
+    """The reply's echo reaches the microphone; with --barge-in it is cancelled, so the
+    reply plays on until the user talks over it, and then it is cut."""
+    room.echo()
+    long_reply = "This is a long answer that goes on and on about nothing much. " * 10
+    with ScriptedLLM(Script.from_text(long_reply, 50)) as llm:
+        chat = ListeningChat(
+            room, llm, real_model_dir, "--voice", "jf_alpha", "--lang", "a", "--barge-in"
+        )
+        try:
+            chat.wait_for("its echo is cancelled")
+            room.say(utterances["question"])
+            chat.wait_for(r"^you \(voice\)> ")
+            while not llm.requests:
+                time.sleep(0.02)
+            llm.script = Script.from_text("Short.", 100)  # the next reply
+            time.sleep(4.0)  # the reply plays; uncancelled, its echo starts a turn in 0.3 s
+            assert len(llm.requests) == 1, chat.lines
+            room.say(utterances["follow_up"])  # barge in
+            deadline = time.monotonic() + 30
+            while len(llm.requests) < 2:
+                assert time.monotonic() < deadline, chat.lines
+                time.sleep(0.05)
+            messages = llm.requests[1].messages
+            assert same_words(messages[-1]["content"], FOLLOW_UP), messages[-1]
+            assert "interrupted" in messages[-2]["content"]
+            assert chat.quit() == 0
+        finally:
+            chat.kill()

@@ -47,7 +47,10 @@ class Settings:
     input_device: str | None = None  # microphone: sounddevice index or name; None: default
     listen_hangover: float = 0.8  # seconds of silence that end the user's turn
     max_utterance: float = 30.0  # seconds of speech handed on at most, without a pause
-    headphones: bool = False  # no echo: speech while the reply plays interrupts it
+    # Speech while a reply plays interrupts it (on speakers, its echo cancelled first);
+    # otherwise the microphone is muted then. None: with headphones only.
+    barge_in: bool | None = None
+    headphones: bool = False  # no echo to cancel (barge-in hears the microphone as it is)
     push_to_talk: bool = False  # hear only while Tab is held (noisy rooms)
     # Backpressure: how much work may wait ahead of the listener
     max_sentences_ahead: int = 32  # sentences waiting for the synthesizer

@@ -10,12 +10,15 @@ from __future__ import annotations
 import queue
 import select
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 from voicecli import display
+from voicecli.audio.echo import EchoCanceller
 from voicecli.audio.mic import Microphone
 from voicecli.config import Settings
+from voicecli.errors import VoiceCliError
 from voicecli.keys import KeyListener
 from voicecli.line_editor import LineEditor
 from voicecli.listen.asr import Transcriber
@@ -33,6 +36,31 @@ class Said:
     heard: Heard | None = None
 
 
+def _barge_in(settings: Settings) -> bool:
+    return settings.headphones if settings.barge_in is None else settings.barge_in
+
+
+class ReplyBargeIn:
+    """Speech over a reply, with no echo to mistake for it: held at its first frame, cut
+    by the same flush as a key once it is a turn, let go on if it was not."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def onset(self) -> None:
+        self.session.hold()
+
+    def confirmed(self) -> None:
+        # The flush restarts the output stream and tells the synthesizer, which can take
+        # a while: not on the microphone's thread, which must keep reading.
+        threading.Thread(
+            target=self.session.interrupt, args=("voice",), name="voicecli-barge-in", daemon=True
+        ).start()
+
+    def dropped(self) -> None:
+        self.session.release()
+
+
 class UserInput:
     def __init__(self, settings: Settings, session: Session) -> None:
         """Raises VoiceCliError, in one line, when the microphone or the recognizer
@@ -45,7 +73,13 @@ class UserInput:
         with display.err.status("Loading speech recognition…", spinner="dots"):
             transcriber = Transcriber(settings.asr_model)
         microphone = Microphone(settings.input_device)
-        self.headphones = settings.headphones
+        try:
+            echo = self._echo_canceller(settings)
+        except BaseException:
+            microphone.close()
+            raise
+        # Without headphones or a canceller the microphone hears the reply: muted then.
+        self.barge_in = _barge_in(settings) and (settings.headphones or echo is not None)
         push_to_talk = settings.push_to_talk
         if push_to_talk and self.keys is None:
             display.error("Push-to-talk needs a terminal to read Tab from: listening hands-free.")
@@ -55,13 +89,35 @@ class UserInput:
             microphone,
             hangover=settings.listen_hangover,
             max_seconds=settings.max_utterance,
-            on_speech=self._barge_in if settings.headphones else None,
+            barge_in=ReplyBargeIn(session) if self.barge_in else None,
             push_to_talk=push_to_talk,
+            echo=echo,
         )
         self.status = display.ListenStatus(self._state)
-        mode = "speaking interrupts a reply" if self.headphones else "muted while a reply plays"
+        if not self.barge_in:
+            mode = "muted while a reply plays"
+        elif echo is not None:
+            mode = "speaking interrupts a reply; its echo is cancelled"
+        else:
+            mode = "speaking interrupts a reply"
         how = "hold Tab and speak" if push_to_talk else "speak"
         display.note(f"Listening on {microphone.name} ({mode}): {how}, or type a line.")
+
+    def _echo_canceller(self, settings: Settings) -> EchoCanceller | None:
+        """On speakers, a canceller fed with what the player plays; None when there is no
+        echo to cancel (headphones, a file) or barge-in is off."""
+        sink = self.session.sink
+        if not _barge_in(settings) or settings.headphones or sink is None:
+            return None
+        if not sink.capabilities.monitor:
+            return None
+        try:
+            echo = EchoCanceller(self.session.synth.sample_rate)
+        except VoiceCliError as exc:
+            display.error(f"{exc} Muted while a reply plays instead.")
+            return None
+        sink.monitor(echo.played)
+        return echo
 
     def _key(self, keys: str) -> None:
         voice = self.voice
@@ -70,14 +126,10 @@ class UserInput:
             keys = keys.replace(TALK_KEY, "")
         self.editor.feed(keys)
 
-    def _barge_in(self) -> None:
-        """Speech while the reply plays, with no echo to mistake for it: the same flush
-        as a key."""
-        self.session.interrupt("voice")
-
     def before_turn(self) -> None:
-        """The reply is about to play: without headphones the microphone would hear it."""
-        if self.voice is not None and not self.headphones:
+        """The reply is about to play: unless it can be talked over, the microphone
+        would only hear it."""
+        if self.voice is not None and not self.barge_in:
             self.voice.mute(True)
 
     def after_turn(self) -> None:
@@ -156,5 +208,7 @@ class UserInput:
 
     def close(self) -> None:
         self.status.stop()
+        if self.session.sink is not None:
+            self.session.sink.monitor(None)
         if self.voice is not None:
             self.voice.close()

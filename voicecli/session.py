@@ -50,6 +50,7 @@ class Turn:
         self.timeline = timeline
         self.keys = keys
         self.quit = False  # the user asked to leave the program, not just this turn
+        self._held = False  # paused by ``hold``, not by the listener
 
     def key(self, key: str) -> None:
         """The default key map (Session.speak's ``on_key`` replaces it)."""
@@ -70,10 +71,24 @@ class Turn:
     def toggle_pause(self) -> None:
         if not self.sink.capabilities.pause:
             return  # a file: nothing plays, so nothing to pause
+        self._held = False  # the listener's choice from now on
         if self.sink.paused:
             self.sink.resume()
         else:
             self.sink.pause()
+
+    def hold(self) -> None:
+        """The user may be starting to speak: pause until ``release`` or the cut."""
+        if self.sink.capabilities.pause and not self.sink.paused and not self.cancel.cancelled:
+            self.sink.pause()
+            self._held = True
+
+    def release(self) -> None:
+        """Go on after ``hold`` (a pause the listener made stays)."""
+        if self._held:
+            self._held = False
+            if self.sink.paused:
+                self.sink.resume()
 
     def progress(self) -> display.Progress:
         events = self.timeline.events
@@ -248,6 +263,17 @@ class Session:
         turn = self._turn
         if turn is not None:
             turn.cancel.cancel(reason)
+
+    def hold(self) -> None:
+        """Pause the turn being spoken until ``release`` or ``interrupt`` (any thread)."""
+        turn = self._turn
+        if turn is not None:
+            turn.hold()
+
+    def release(self) -> None:
+        turn = self._turn
+        if turn is not None:
+            turn.release()
 
     # --- Ctrl-C ---------------------------------------------------------------------
     def _install_sigint(self) -> None:

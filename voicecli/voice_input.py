@@ -6,9 +6,12 @@ waits for the hangover, not for the hangover and then Whisper. What was said com
 of ``heard`` as ``Heard`` items; silence and noise that Whisper makes no words of never
 do.
 
-While the assistant speaks, the microphone also hears the speakers. With headphones
-there is no echo, and speech that starts then is a barge-in (``on_speech``); without,
-the input is muted for the turn and a short tail after it (``mute``).
+While the assistant speaks, the microphone also hears the speakers. On speakers an echo
+canceller (``echo``) takes them out of what the microphone hears; with headphones there
+is no echo to take out. Either way speech that starts while a reply plays is a barge-in
+(``barge_in``): its first frame holds the reply, and it is cut once the speech lasts long
+enough to be a turn, or goes on if it was not. With neither, the input is muted for the
+turn and a short tail after it (``mute``).
 """
 
 from __future__ import annotations
@@ -18,13 +21,23 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from voicecli.audio.mic import SILENT_DB, Microphone
+from voicecli.audio.echo import EchoCanceller
+from voicecli.audio.mic import SILENT_DB, Microphone, level_db
 from voicecli.errors import VoiceCliError
 from voicecli.listen.asr import Transcriber, Transcript
-from voicecli.listen.turns import FRAME_SECONDS, Pausing, SpeechStarted, TurnDetector, Utterance
+from voicecli.listen.turns import (
+    FRAME_SECONDS,
+    Event,
+    Pausing,
+    SpeechDropped,
+    SpeechOnset,
+    SpeechStarted,
+    TurnDetector,
+    Utterance,
+)
 from voicecli.listen.vad import VoiceActivity
 
 log = logging.getLogger(__name__)
@@ -47,6 +60,20 @@ class Heard:
     transcribed: float  # ...and when its transcript was ready
 
 
+class BargeIn(Protocol):
+    """What speech does to a reply that is playing (called on the microphone's thread;
+    each must return at once)."""
+
+    def onset(self) -> None:
+        """Maybe speech: hold the reply."""
+
+    def confirmed(self) -> None:
+        """Speech: cut the reply, as a key does."""
+
+    def dropped(self) -> None:
+        """Not speech after all: let a held reply go on."""
+
+
 @dataclass(frozen=True)
 class InputFailed:
     """Something the user said was lost (``fatal``: the microphone stopped, and only
@@ -64,22 +91,27 @@ class VoiceInput:
         *,
         hangover: float,
         max_seconds: float,
-        on_speech: Callable[[], None] | None = None,
+        barge_in: BargeIn | None = None,
         push_to_talk: bool = False,
+        echo: EchoCanceller | None = None,
     ) -> None:
         """``push_to_talk``: only what is said while a key is held (``hold``) is heard,
-        and letting go ends the turn."""
+        and letting go ends the turn. ``echo``: what the speakers play is taken out of
+        every frame before anything else hears it."""
         self.transcriber = transcriber
         self.mic = microphone
+        self.echo = echo
         self.vad = VoiceActivity()
         self.turns = TurnDetector(hangover=hangover, max_seconds=max_seconds)
-        self.on_speech = on_speech
+        self.barge_in = barge_in
+        self._onset_open = False  # barge_in heard an onset, and nothing of it since
         self.heard: queue.Queue[Heard | InputFailed] = queue.Queue()
-        self.level_db = SILENT_DB  # the last frame's, for a meter
+        self.level_db = SILENT_DB  # the last frame's (echo taken out), for a meter
         self.hearing = False  # the user is speaking (a turn is open)
         self.transcribing = 0  # utterances waiting for or in Whisper
         self._count = threading.Lock()  # transcribing changes on both threads
         self._muted_until: float | None = None  # None: not muted
+        self._was_muted = False
         self.push_to_talk = push_to_talk
         self._held_until = 0.0  # push-to-talk: the key counts as held until then
         self._was_held = False
@@ -128,13 +160,21 @@ class VoiceInput:
                 if self.mic.dropped > self._dropped:  # the reader fell 10 s behind
                     log.warning("%d microphone frames lost", self.mic.dropped - self._dropped)
                     self._dropped = self.mic.dropped
-                self.level_db = frame.level_db
-                if self._muted_until is not None:
-                    if frame.at < self._muted_until:
-                        self.turns.reset()
-                        self.hearing = False
-                        continue
-                    self._muted_until = None
+                samples = frame.samples
+                if self.echo is not None:
+                    samples = self.echo(samples, frame.at)
+                    self.level_db = level_db(samples)
+                else:
+                    self.level_db = frame.level_db
+                if self._muted(frame.at):
+                    self.turns.reset()
+                    self.hearing = False
+                    self._was_muted = True
+                    if self._onset_open:
+                        self._handle([SpeechDropped()], frame.at)
+                    continue
+                if self._was_muted:
+                    self._was_muted = False
                     self.vad.reset()
                 if self.push_to_talk:
                     held = frame.at < self._held_until
@@ -147,20 +187,41 @@ class VoiceInput:
                     if not self._was_held:
                         self.vad.reset()
                         self._was_held = True
-                self._handle(self.turns.push(frame.samples, self.vad(frame.samples)), frame.at)
+                self._handle(self.turns.push(samples, self.vad(samples)), frame.at)
         except VoiceCliError as exc:
             self.heard.put(InputFailed(str(exc)))
         except Exception as exc:  # noqa: BLE001 - never die silently: typed input goes on
             log.exception("voice input failed")
             self.heard.put(InputFailed(f"Voice input stopped: {type(exc).__name__}: {exc}"))
 
-    def _handle(self, events: list[SpeechStarted | Pausing | Utterance], at: float) -> None:
+    def _muted(self, at: float) -> bool:
+        """Whether the frame captured at ``at`` is heard by no one: muted by the caller
+        while a reply plays, or echo a canceller has not yet learnt to take out."""
+        if self.echo is not None and not self.echo.settled:
+            return True
+        if self._muted_until is not None:
+            if at < self._muted_until:
+                return True
+            self._muted_until = None
+        return False
+
+    def _handle(self, events: list[Event], at: float) -> None:
         """What the turn detector made of the frame captured at ``at``."""
+        barge_in = self.barge_in
         for event in events:
-            if isinstance(event, SpeechStarted):
+            if isinstance(event, SpeechOnset):
+                self._onset_open = True
+                if barge_in is not None:
+                    barge_in.onset()
+            elif isinstance(event, SpeechDropped):
+                self._onset_open = False
+                if barge_in is not None:
+                    barge_in.dropped()
+            elif isinstance(event, SpeechStarted):
                 self.hearing = True
-                if self.on_speech is not None:
-                    self.on_speech()
+                self._onset_open = False
+                if barge_in is not None:
+                    barge_in.confirmed()
             elif isinstance(event, Pausing):
                 try:
                     self._utterances.put_nowait((event.utterance, 0.0, False))

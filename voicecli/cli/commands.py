@@ -96,9 +96,16 @@ def check_speakable(text: str, code: str) -> None:
 )
 @click.option("--input-device", help="Microphone: sounddevice index or name.")
 @click.option(
+    "--barge-in/--no-barge-in",
+    default=None,
+    help="With --listen: speaking interrupts the reply (on speakers, its echo is "
+    "cancelled first), or the microphone is muted while it plays. Default: with "
+    "--headphones only.",
+)
+@click.option(
     "--headphones/--no-headphones",
     default=None,
-    help="With headphones the microphone hears no echo, so speaking interrupts the reply.",
+    help="No echo to cancel: the microphone is heard as it is while a reply plays.",
 )
 @click.option(
     "--push-to-talk/--no-push-to-talk",

@@ -21,6 +21,19 @@ FRAME_SECONDS = FRAME / SAMPLE_RATE
 
 
 @dataclass(frozen=True)
+class SpeechOnset:
+    """Maybe speech: ``onset`` of it, not yet ``min_speech`` (a reply playing can be held
+    meanwhile, to be cut by ``SpeechStarted`` or to go on at ``SpeechDropped``)."""
+
+    at: float  # seconds into the stream
+
+
+@dataclass(frozen=True)
+class SpeechDropped:
+    """What began at the last ``SpeechOnset`` was no turn (a cough, a click)."""
+
+
+@dataclass(frozen=True)
 class SpeechStarted:
     """The user began to speak (a turn is confirmed): a barge-in, if speech is playing."""
 
@@ -49,6 +62,9 @@ class Utterance:
         return len(self.audio) / SAMPLE_RATE
 
 
+Event = SpeechOnset | SpeechDropped | SpeechStarted | Pausing | Utterance
+
+
 class TurnDetector:
     def __init__(
         self,
@@ -58,6 +74,7 @@ class TurnDetector:
         threshold: float = 0.5,
         pre_roll: float = 0.25,
         early: float = 0.3,
+        onset: float = 0.1,
     ) -> None:
         self.threshold = threshold
         # Hysteresis, as Silero's own segmenter does: a frame stays speech down to this.
@@ -65,6 +82,9 @@ class TurnDetector:
         self.hangover_frames = max(1, round(hangover / FRAME_SECONDS))
         self.max_frames = max(1, round(max_seconds / FRAME_SECONDS))
         self.min_frames = max(1, round(min_speech / FRAME_SECONDS))
+        # A reply is held after this much speech: at the first frame, the residue of a
+        # cancelled echo would stutter it every few seconds (bench --barge-in).
+        self.onset_frames = min(self.min_frames, max(1, round(onset / FRAME_SECONDS)))
         self.tail_frames = round(0.2 / FRAME_SECONDS)  # silence kept after the speech
         # Silence after which the turn so far is handed on as Pausing (never after the
         # hangover, and not before the tail it keeps is there).
@@ -76,6 +96,7 @@ class TurnDetector:
         self._first = 0  # stream frame of the turn's first speech
         self._last = 0  # ...and of its last
         self._confirmed = False
+        self._onset = False  # SpeechOnset sent for the turn in progress
         self._n = 0  # frames seen
 
     @property
@@ -88,13 +109,11 @@ class TurnDetector:
         """Speech has been heard and the turn has not ended."""
         return bool(self._frames)
 
-    def push(
-        self, frame: np.ndarray, probability: float
-    ) -> list[SpeechStarted | Pausing | Utterance]:
+    def push(self, frame: np.ndarray, probability: float) -> list[Event]:
         """One frame and its speech probability; what it completes, in order."""
         n = self._n
         self._n += 1
-        events: list[SpeechStarted | Pausing | Utterance] = []
+        events: list[Event] = []
         if not self._frames:
             if probability < self.threshold:
                 self._before.append(frame)
@@ -103,6 +122,9 @@ class TurnDetector:
             self._before.clear()
             self._speech, self._silence, self._first, self._last = 1, 0, n, n
             self._confirmed = self.min_frames <= 1
+            self._onset = self.onset_frames <= 1
+            if self._onset:
+                events.append(SpeechOnset(n * FRAME_SECONDS))
             if self._confirmed:
                 events.append(SpeechStarted(n * FRAME_SECONDS))
             return events
@@ -111,6 +133,9 @@ class TurnDetector:
             self._speech += 1
             self._silence = 0
             self._last = n
+            if not self._onset and self._speech >= self.onset_frames:
+                self._onset = True
+                events.append(SpeechOnset(self._first * FRAME_SECONDS))
             if not self._confirmed and self._speech >= self.min_frames:
                 self._confirmed = True
                 events.append(SpeechStarted(self._first * FRAME_SECONDS))
@@ -120,6 +145,8 @@ class TurnDetector:
         if self._silence >= self.hangover_frames:
             if self._confirmed:
                 events.append(self._utterance(self._frames[:keep], capped=False))
+            elif self._onset:
+                events.append(SpeechDropped())
             self._reset()
         elif self._confirmed and self._silence == self.early_frames:
             events.append(Pausing(self._utterance(self._frames[:keep], capped=False)))
@@ -128,11 +155,13 @@ class TurnDetector:
             self._reset()  # the speech goes on: its next frame starts the next utterance
         return events
 
-    def flush(self) -> list[Utterance]:
+    def flush(self) -> list[Utterance | SpeechDropped]:
         """The stream ended: a confirmed turn in progress is complete."""
-        events = []
-        if self._confirmed and self._frames:
+        events: list[Utterance | SpeechDropped] = []
+        if self._frames and self._confirmed:
             events.append(self._utterance(self._frames, capped=False))
+        elif self._frames and self._onset:
+            events.append(SpeechDropped())
         self._reset()
         return events
 
@@ -144,7 +173,7 @@ class TurnDetector:
     def _reset(self) -> None:
         self._frames = []
         self._speech = self._silence = 0
-        self._confirmed = False
+        self._confirmed = self._onset = False
 
     def _utterance(self, frames: list[np.ndarray], capped: bool) -> Utterance:
         return Utterance(

@@ -1,0 +1,97 @@
+"""A virtual room for voice input, on the PulseAudio server of ``.ci/audio-env.sh``: a
+microphone (the monitor of a null sink of its own) and speakers (another null sink),
+optionally with the speakers' sound reaching the microphone as a room's echo. Each room
+is its own, so parallel tests and benches never hear each other. Point PortAudio at it
+with ``env`` (PULSE_SOURCE, PULSE_SINK), in this process or a child's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from voicecli.errors import VoiceCliError
+
+# The loopback's gain: a Kokoro reply's echo at the microphone about 10 dB under a Kokoro
+# utterance said into it (``bench --barge-in`` measures it), as the issue's goal has it.
+ECHO_GAIN_DB = -9.0
+
+
+class VirtualRoom:
+    def __init__(self) -> None:
+        if not shutil.which("pactl") or not os.environ.get("PULSE_SERVER"):
+            raise VoiceCliError("No PulseAudio: source .ci/audio-env.sh first.")
+        tag = uuid.uuid4().hex[:8]
+        self.mic = f"voicecli_room_mic_{tag}"
+        self.speakers = f"voicecli_room_speakers_{tag}"
+        self.modules: list[str] = []
+        self.keepalive: subprocess.Popen | None = None
+        try:
+            self._load(f"module-null-sink sink_name={self.mic} rate=16000 channels=1")
+            self._load(f"module-null-sink sink_name={self.speakers} rate=24000 channels=1")
+            # An idle null sink stalls new streams (.ci/audio-env.sh): keep the speakers busy.
+            self.keepalive = subprocess.Popen(
+                [
+                    "pacat",
+                    f"--device={self.speakers}",
+                    "--rate=24000",
+                    "--channels=1",
+                    "--format=s16le",
+                    "--latency-msec=10",
+                    "/dev/zero",
+                ],  # fmt: skip
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except BaseException:
+            self.close()
+            raise
+        self.env = {"PULSE_SOURCE": f"{self.mic}.monitor", "PULSE_SINK": self.speakers}
+
+    def _load(self, args: str) -> str:
+        out = subprocess.run(
+            ["pactl", "load-module", *args.split()], capture_output=True, text=True
+        )
+        if out.returncode != 0:
+            raise VoiceCliError(f"pactl load-module failed: {out.stderr.strip()}")
+        index = out.stdout.strip()
+        self.modules.append(index)
+        return index
+
+    def echo(self, gain_db: float = ECHO_GAIN_DB) -> None:
+        """The speakers reach the microphone, 60 ms late and ``gain_db`` louder."""
+        index = self._load(
+            f"module-loopback source={self.speakers}.monitor sink={self.mic} "
+            "latency_msec=60 source_dont_move=true sink_dont_move=true"
+        )
+        listed = subprocess.run(
+            ["pactl", "-f", "json", "list", "sink-inputs"], capture_output=True, text=True
+        )
+        inputs = json.loads(listed.stdout or "[]")
+        ours = [i["index"] for i in inputs if str(i.get("owner_module")) == index]
+        if not ours:
+            raise VoiceCliError(f"The echo's loopback is not among the sink inputs: {inputs}")
+        subprocess.run(
+            ["pactl", "set-sink-input-volume", str(ours[0]), f"{gain_db:g}dB"], check=True
+        )
+
+    def say(self, path: Path) -> None:
+        """Speak into the microphone (returns once it has been played)."""
+        subprocess.run(["paplay", f"--device={self.mic}", str(path)], check=True)
+
+    def start_saying(self, path: Path) -> tuple[subprocess.Popen, float]:
+        """Start speaking into the microphone: the player, and when it started."""
+        started = time.monotonic()
+        return subprocess.Popen(["paplay", f"--device={self.mic}", str(path)]), started
+
+    def close(self) -> None:
+        if self.keepalive is not None:
+            self.keepalive.kill()
+            self.keepalive.wait()
+        for index in reversed(self.modules):
+            subprocess.run(["pactl", "unload-module", index], capture_output=True)

@@ -117,6 +117,20 @@ def parse_load(value: str) -> list[int]:
     "VAD: how many each end-of-turn hangover cuts, what it costs, and a text cue.",
 )
 @click.option(
+    "--barge-in",
+    is_flag=True,
+    help="Barge-in mode: replies on speakers whose echo reaches a virtual microphone, "
+    "echo-cancelled: false barge-ins over --minutes of replies with nobody speaking, then "
+    "--trials times the user talking over a reply: speech onset to silence at the device.",
+)
+@click.option(
+    "--minutes",
+    type=click.FloatRange(0.1, 120.0),
+    default=5.0,
+    show_default=True,
+    help="Barge-in mode: minutes of replies played with nobody speaking.",
+)
+@click.option(
     "--cpu-load",
     type=click.IntRange(0, 64),
     default=0,
@@ -189,6 +203,8 @@ def _bench(
     isolation: bool,
     startup: bool,
     turn_taking: bool,
+    barge_in: bool,
+    minutes: float,
     soak: float | None,
     random_requests: int,
     **flags: Any,
@@ -216,6 +232,19 @@ def _bench(
         result = turn_bench.run_turn_taking(settings_from(config_path, **flags), display.note)
         path = turn_bench.write(result, output_dir)
         for line in turn_bench.report_lines(result):
+            display.out.print(line, markup=False)
+        display.note(f"wrote {path}")
+        return
+
+    if barge_in:
+        from voicecli.bench import barge_in as barge_in_bench
+
+        result = barge_in_bench.run_barge_in(
+            settings_from(config_path, **flags), minutes=minutes, trials=trials,
+            progress=display.note,
+        )  # fmt: skip
+        path = barge_in_bench.write(result, output_dir)
+        for line in barge_in_bench.report_lines(result):
             display.out.print(line, markup=False)
         display.note(f"wrote {path}")
         return

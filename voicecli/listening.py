@@ -41,8 +41,8 @@ def _barge_in(settings: Settings) -> bool:
 
 
 class ReplyBargeIn:
-    """Speech over a reply, with no echo to mistake for it: held at its first frame, cut
-    by the same flush as a key once it is a turn, let go on if it was not."""
+    """Speech over a reply, with no echo to mistake for it: the reply is held at its
+    onset, cut by the same flush as a key once it is a turn, let go on if it was not."""
 
     def __init__(self, session: Session) -> None:
         self.session = session

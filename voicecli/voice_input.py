@@ -9,8 +9,8 @@ do.
 While the assistant speaks, the microphone also hears the speakers. On speakers an echo
 canceller (``echo``) takes them out of what the microphone hears; with headphones there
 is no echo to take out. Either way speech that starts while a reply plays is a barge-in
-(``barge_in``): its first frame holds the reply, and it is cut once the speech lasts long
-enough to be a turn, or goes on if it was not. With neither, the input is muted for the
+(``barge_in``): its onset (0.1 s of it) holds the reply, which is cut once the speech
+lasts long enough to be a turn, or goes on if it was not. With neither, the input is muted for the
 turn and a short tail after it (``mute``).
 """
 

@@ -43,6 +43,16 @@ QUESTIONS = [
     ["What's the weather like in", "London in April?"],
     ["Could you summarize", "the plot of Hamlet", "in two sentences?"],
     ["Why is the sky blue", "and not green?"],
+    ["Remind me", "what time the meeting starts tomorrow."],
+    ["If I plant tomatoes now,", "when can I pick them?"],
+    ["Which is bigger,", "a blue whale or a dinosaur?"],
+    ["Please explain", "how a bill becomes a law."],
+    ["What should I read", "after finishing Dune?"],
+    ["My sister asked me", "how to make bread without yeast."],
+    ["Is it safe", "to drink water from a mountain stream?"],
+    ["Could you give me", "a short recipe", "for pancakes?"],
+    ["Where do", "the swallows go in winter?"],
+    ["How many languages", "are spoken in India?"],
 ]
 PAUSES = (0.3, 0.5, 0.7, 0.9, 0.4, 0.6)  # seconds, cycled over the hesitations
 HANGOVERS = (0.3, 0.5, 0.8, 1.2)

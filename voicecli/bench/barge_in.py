@@ -39,14 +39,13 @@ import numpy as np
 
 from voicecli.audio.mic import level_db
 from voicecli.bench.metrics import stats
-from voicecli.bench.room import VirtualRoom
+from voicecli.bench.room import USER_VOICE, VirtualRoom, speak_as_user
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.pipeline import TurnResult
 from voicecli.sources import text_source
 from voicecli.voice_input import Heard
 
-USER_VOICE = "jm_kumo"
 # What people say to stop an assistant: short, and some of them no question.
 INTERRUPTIONS = [
     "Wait, stop for a second.",
@@ -102,10 +101,18 @@ class _Speakers:
         self.played = played
         self.rate = rate
         self.blocks: deque[tuple[float, float, bool]] = deque(maxlen=200_000)
+        self._since = float("inf")
+        self.first_sound: float | None = None  # the first block with sound since ``watch``
+
+    def watch(self, since: float) -> None:
+        self._since, self.first_sound = since, None
 
     def __call__(self, block: np.ndarray, at: float) -> None:
         self.played(block, at)
-        self.blocks.append((at, at + len(block) / self.rate, bool(np.any(block))))
+        loud = bool(np.any(block))
+        self.blocks.append((at, at + len(block) / self.rate, loud))
+        if loud and self.first_sound is None and at >= self._since:
+            self.first_sound = at
 
     def sounding(self, since: float, until: float) -> float:
         """Seconds of sound played between the two times."""
@@ -129,23 +136,6 @@ def _room_env(room: VirtualRoom) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def _utterances(settings: Settings) -> list[np.ndarray]:
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
-
-    synth = KokoroSynthesizer(
-        voice=USER_VOICE, lang="a", model_dir=settings.model_dir, threads=settings.synth_threads
-    )
-    try:
-        said = []
-        for text in INTERRUPTIONS:
-            audio = np.concatenate(list(synth.speaker().speak(text)))
-            loud = np.flatnonzero(np.abs(audio) > 0.01)  # from the first sound on
-            said.append(audio[loud[0] : loud[-1] + 1].astype(np.float32))
-        return said
-    finally:
-        synth.close()
 
 
 class _Rig:
@@ -198,10 +188,6 @@ class _Rig:
     def reply(self) -> TurnResult:
         return self.session.speak(lambda cancel, tl: text_source([REPLY], tl), label="reply")
 
-    def first_sound(self, since: float) -> float | None:
-        blocks = list(self.speakers.blocks)
-        return min((at for at, _, loud in blocks if loud and at >= since), default=None)
-
     def heard(self, timeout: float) -> list[str]:
         """What the voice input heard, waiting up to ``timeout`` for the first of it."""
         texts: list[str] = []
@@ -228,13 +214,14 @@ class _Rig:
         echo_levels: list[float] = []
         while played < minutes * 60.0:
             start = time.monotonic()
+            self.speakers.watch(start)
             self.levels.clear()
             result = self.reply()
             replies += 1
             cut += result.interrupted
             time.sleep(0.3)  # the last block's way to the device
             played += self.speakers.sounding(start, time.monotonic())
-            first = first if first is not None else self.first_sound(start)
+            first = first if first is not None else self.speakers.first_sound
             converged = self.echo.converged_at
             echo_levels += [level for level in self.levels if level > -70]
             progress(f"{played / 60:.1f} of {minutes:g} min of replies, nobody speaking")
@@ -264,10 +251,11 @@ class _Rig:
         self.user.begin_turn(lambda sentence, at: spoke.append(at), None)
         results: list[TurnResult] = []
         began = time.monotonic()
+        self.speakers.watch(began)
         turn = threading.Thread(target=lambda: results.append(self.reply()), daemon=True)
         turn.start()
         while True:
-            first = self.first_sound(began)
+            first = self.speakers.first_sound
             if first is not None and time.monotonic() >= first + lead:
                 break
             if time.monotonic() > began + TRIAL_TIMEOUT:
@@ -300,7 +288,7 @@ def run_barge_in(
     from voicecli.listen.asr import Transcriber
 
     progress(f"speaking {len(INTERRUPTIONS)} interruptions in the voice {USER_VOICE}")
-    said = _utterances(settings)
+    said = speak_as_user(settings, INTERRUPTIONS)
     user_db = _speech_level(said)
     transcriber = Transcriber(settings.asr_model)
     room = VirtualRoom()

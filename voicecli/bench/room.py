@@ -15,11 +15,36 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
+
+from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+
+# The user, in the benches that speak to voicecli: a voice unlike the assistant's.
+USER_VOICE = "jm_kumo"
 
 # The loopback's gain: a Kokoro reply's echo at the microphone about 10 dB under a Kokoro
 # utterance said into it (``bench --barge-in`` measures it), as the issue's goal has it.
 ECHO_GAIN_DB = -9.0
+
+
+def speak_as_user(settings: Settings, texts: list[str]) -> list[np.ndarray]:
+    """Each text spoken by Kokoro in ``USER_VOICE`` (24 kHz), from its first sound to
+    its last, so that where speech begins is known."""
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    synth = KokoroSynthesizer(
+        voice=USER_VOICE, lang="a", model_dir=settings.model_dir, threads=settings.synth_threads
+    )
+    try:
+        spoken = []
+        for text in texts:
+            audio = np.concatenate(list(synth.speaker().speak(text)))
+            loud = np.flatnonzero(np.abs(audio) > 0.01)
+            spoken.append(audio[loud[0] : loud[-1] + 1].astype(np.float32))
+        return spoken
+    finally:
+        synth.close()
 
 
 class VirtualRoom:

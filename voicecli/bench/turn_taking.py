@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from voicecli.bench.metrics import stats
+from voicecli.bench.room import speak_as_user
 from voicecli.config import Settings
 
-USER_VOICE = "jm_kumo"
 # Questions as people say them, with the places where they hesitate.
 QUESTIONS = [
     ["What is the capital of France,", "and why did it become the capital?"],
@@ -93,20 +93,15 @@ def run_turn_taking(
 ) -> dict[str, Any]:
     from voicecli.listen.asr import SAMPLE_RATE, Transcriber
     from voicecli.listen.vad import VoiceActivity, frames
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
 
-    synth = KokoroSynthesizer(
-        voice=USER_VOICE, lang="a", model_dir=settings.model_dir, threads=settings.synth_threads
-    )
     transcriber = Transcriber(settings.asr_model)
+    said = iter(speak_as_user(settings, [fragment for q in QUESTIONS for fragment in q]))
     spoken: list[Spoken] = []
     pause_iter = iter(PAUSES * 10)
     for question in QUESTIONS:
         parts, pauses = [], []
-        for i, fragment in enumerate(question):
-            audio = np.concatenate(list(synth.speaker().speak(fragment)))
-            loud = np.flatnonzero(np.abs(audio) > 0.01)
-            audio = audio[loud[0] : loud[-1] + 1]
+        for i in range(len(question)):
+            audio = next(said)
             # 24 kHz to 16 kHz: Kokoro's band ends well below 8 kHz.
             audio = np.interp(np.arange(0, len(audio), 1.5), np.arange(len(audio)), audio)
             if i:

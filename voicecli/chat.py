@@ -311,8 +311,9 @@ def _listen_loop(chat: Conversation, user: UserInput) -> None:
             heard = said.heard
             display.note(
                 f"voice to voice: {(played - heard.ended) * 1000:.0f} ms from the end of your "
-                f"speech to the reply's first sound (end of turn and transcription "
-                f"{(heard.transcribed - heard.ended) * 1000:.0f} ms, then the reply "
+                f"speech to the reply's first sound (end of turn "
+                f"{(heard.turned - heard.ended) * 1000:.0f} ms, transcript "
+                f"{(heard.transcribed - heard.turned) * 1000:.0f} ms more, then the reply "
                 f"{(played - heard.transcribed) * 1000:.0f} ms)"
             )
 

@@ -57,6 +57,7 @@ class Heard:
     seconds: float  # of speech
     capped: bool  # cut at max_utterance while the user was still speaking
     ended: float  # time.monotonic() when the speech ended (the hangover is after it)
+    turned: float  # ...when the end of the turn was decided
     transcribed: float  # ...and when its transcript was ready
 
 
@@ -116,9 +117,9 @@ class VoiceInput:
         self._held_until = 0.0  # push-to-talk: the key counts as held until then
         self._was_held = False
         self._dropped = 0  # microphone frames lost, as last logged
-        # (utterance, when its speech ended, final): a Pausing's turn is transcribed
-        # while the hangover runs, and reused if the turn ends as it was.
-        self._utterances: queue.Queue[tuple[Utterance, float, bool] | None] = queue.Queue(8)
+        # (utterance, when its speech ended, when its turn did, final): a Pausing's turn
+        # is transcribed while the hangover runs, and reused if the turn ends as it was.
+        self._utterances: queue.Queue[tuple[Utterance, float, float, bool] | None] = queue.Queue(8)
         self._early: tuple[tuple[float, int], Transcript] | None = None
         self._stop = threading.Event()
         self._threads = [
@@ -224,7 +225,7 @@ class VoiceInput:
                     barge_in.confirmed()
             elif isinstance(event, Pausing):
                 try:
-                    self._utterances.put_nowait((event.utterance, 0.0, False))
+                    self._utterances.put_nowait((event.utterance, 0.0, 0.0, False))
                 except queue.Full:
                     pass  # only a head start: the final utterance still comes
             else:
@@ -240,7 +241,7 @@ class VoiceInput:
     def _hand_on(self, utterance: Utterance, ended: float) -> None:
         self._counted(1)
         try:
-            self._utterances.put_nowait((utterance, ended, True))
+            self._utterances.put_nowait((utterance, ended, time.monotonic(), True))
         except queue.Full:  # Whisper is 8 utterances behind: say so rather than queue more
             self._counted(-1)
             self.heard.put(
@@ -252,7 +253,7 @@ class VoiceInput:
             item = self._utterances.get()
             if item is None:
                 return
-            utterance, ended, final = item
+            utterance, ended, turned, final = item
             key = (utterance.start, len(utterance.audio))
             try:
                 if self._early is not None and self._early[0] == key:
@@ -279,6 +280,7 @@ class VoiceInput:
                         utterance.end - utterance.start,
                         utterance.capped,
                         ended,
+                        turned,
                         time.monotonic(),
                     )
                 )

@@ -26,13 +26,12 @@ from __future__ import annotations
 import os
 import queue
 import random
-import re
 import statistics
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,7 @@ import numpy as np
 from voicecli.audio.mic import level_db
 from voicecli.bench.metrics import stats
 from voicecli.bench.room import USER_VOICE, VirtualRoom, speak_as_user
+from voicecli.bench.wer import wer
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.pipeline import TurnResult
@@ -124,20 +124,6 @@ class _Speakers:
         return max(ends) if ends else None
 
 
-@contextmanager
-def _room_env(room: VirtualRoom) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in room.env}
-    os.environ.update(room.env)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 class _Rig:
     """The room, the session and the voice input, wired as ``chat --listen`` wires them."""
 
@@ -151,7 +137,7 @@ class _Rig:
 
         self.closing = ExitStack()
         try:
-            with _room_env(room):
+            with room.entered():
                 os.environ["PULSE_SINK"] = room.mic
                 self.user = Player(24_000)  # the user's mouth: plays into the microphone
                 self.closing.callback(self.user.close)
@@ -283,8 +269,6 @@ class _Rig:
 def run_barge_in(
     settings: Settings, *, minutes: float, trials: int, progress: Callable[[str], None]
 ) -> dict[str, Any]:
-    import jiwer
-
     from voicecli.listen.asr import Transcriber
 
     progress(f"speaking {len(INTERRUPTIONS)} interruptions in the voice {USER_VOICE}")
@@ -303,7 +287,7 @@ def run_barge_in(
             for i in range(trials):
                 row = rig.trial(said[i % len(said)], rng.uniform(*LEAD), i)
                 row["said"] = INTERRUPTIONS[i % len(said)]
-                row["wer"] = round(jiwer.wer(_norm(row["said"]), _norm(row["heard"]) or "-"), 3)
+                row["wer"] = round(wer([row["said"]], [row["heard"]]), 3)
                 rows.append(row)
                 progress(
                     f"barge-in {i + 1}/{trials}: reply silent {row['reaction_ms']} ms after "
@@ -327,13 +311,7 @@ def run_barge_in(
         "reaction_ms": stats(reactions) if reactions else None,
         "reaction_p90_ms": float(np.percentile(reactions, 90)) if reactions else None,
         "missed": sum(r["reaction_ms"] is None for r in rows),
-        "wer": round(
-            jiwer.wer(
-                " ".join(_norm(r["said"]) for r in rows),
-                " ".join(_norm(r["heard"]) or "-" for r in rows),
-            ),
-            3,
-        )
+        "wer": round(wer([r["said"] for r in rows], [r["heard"] for r in rows]), 3)
         if rows
         else None,
     }
@@ -366,10 +344,6 @@ def _speech_level(said: list[np.ndarray]) -> float:
     frame = 768
     levels = [level_db(a[i : i + frame]) for a in said for i in range(0, len(a) - frame + 1, frame)]
     return statistics.median(level for level in levels if level > -70)
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9']+", text.lower()))
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:

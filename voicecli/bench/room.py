@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +79,20 @@ class VirtualRoom:
             self.close()
             raise
         self.env = {"PULSE_SOURCE": f"{self.mic}.monitor", "PULSE_SINK": self.speakers}
+
+    @contextmanager
+    def entered(self) -> Iterator[None]:
+        """PortAudio streams opened inside are the room's (this process's environment)."""
+        saved = {name: os.environ.get(name) for name in self.env}
+        os.environ.update(self.env)
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     def _load(self, args: str) -> str:
         out = subprocess.run(

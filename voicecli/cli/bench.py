@@ -124,6 +124,13 @@ def parse_load(value: str) -> list[int]:
     "--trials times the user talking over a reply: speech onset to silence at the device.",
 )
 @click.option(
+    "--listen",
+    is_flag=True,
+    help="Voice-input mode: --trials spoken questions into a virtual microphone, heard and "
+    "answered as by `chat --listen`: each stage from the end of the speech to the reply's "
+    "first sound at the device; and the WER of `voicecli transcribe` on eSpeak NG speech.",
+)
+@click.option(
     "--minutes",
     type=click.FloatRange(0.1, 120.0),
     default=5.0,
@@ -204,6 +211,7 @@ def _bench(
     startup: bool,
     turn_taking: bool,
     barge_in: bool,
+    listen: bool,
     minutes: float,
     soak: float | None,
     random_requests: int,
@@ -245,6 +253,24 @@ def _bench(
         )  # fmt: skip
         path = barge_in_bench.write(result, output_dir)
         for line in barge_in_bench.report_lines(result):
+            display.out.print(line, markup=False)
+        display.note(f"wrote {path}")
+        return
+
+    if listen:
+        from voicecli.bench import voice as voice_bench
+
+        result = voice_bench.run_voice(
+            settings_from(config_path, **flags),
+            llm=llm or "scripted",
+            reply=reply,
+            tokens_per_second=tokens_per_second,
+            trials=trials,
+            timeout=trial_timeout,
+            progress=display.note,
+        )
+        path = voice_bench.write(result, output_dir)
+        for line in voice_bench.report_lines(result):
             display.out.print(line, markup=False)
         display.note(f"wrote {path}")
         return

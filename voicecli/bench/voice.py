@@ -1,0 +1,338 @@
+"""``voicecli bench --voice``: voice in, from the end of the user's speech to the reply's
+first sound, stage by stage.
+
+1. **Transcription.** ``SENTENCES`` (20 of our own) spoken by eSpeak NG, a voice unlike
+   Kokoro's, written as WAV files and given to ``voicecli transcribe`` (the command
+   itself, in a process of its own): word error rate against what was written.
+2. **Voice to voice.** Questions spoken by Kokoro in ``USER_VOICE`` are played into a
+   virtual microphone (``bench/room.py``) by a player of their own, whose DAC timestamps
+   say when each one's speech ends at the microphone's device. What ``chat --listen``
+   runs on speakers hears them: Silero VAD, the turn detector with its hangover, Whisper
+   (transcribing while the hangover runs), the microphone muted while a reply plays; the
+   reply comes from the scripted LLM at ``--tokens-per-second`` (or the embedded model,
+   ``--llm local``) through the session and its player (the resident engine unless the
+   settings say otherwise). Per turn, after the end of the speech: the VAD's end of
+   speech, the end of the turn, the transcript, the request, the first token, and the
+   first sound at the speakers' device.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from voicecli.bench.metrics import stats
+from voicecli.bench.room import USER_VOICE, VirtualRoom, speak_as_user
+from voicecli.bench.scenarios import ScriptedReply
+from voicecli.bench.wer import wer
+from voicecli.config import Settings
+from voicecli.errors import VoiceCliError
+
+# What people ask a voice assistant, written for this bench.
+SENTENCES = [
+    "Please turn off the lights in the kitchen before you go to bed.",
+    "The train to the airport leaves every twenty minutes.",
+    "Can you remind me to call my mother tomorrow morning?",
+    "I would like a cup of coffee with a little milk.",
+    "The weather will be cold and windy on the coast this weekend.",
+    "How long does it take to walk to the nearest station?",
+    "She planted roses and tulips along the garden fence.",
+    "What is the difference between a lake and a pond?",
+    "Our meeting has been moved to the afternoon.",
+    "Read me the first chapter of the book again.",
+    "The museum is closed on Mondays but open late on Fridays.",
+    "Why do cats sleep so much during the day?",
+    "Add eggs, butter and bread to my shopping list.",
+    "The children built a snowman in the park after school.",
+    "Tell me a short story about a dragon who loves music.",
+    "My phone battery runs out faster than it used to.",
+    "Is it going to rain in the mountains tonight?",
+    "He forgot his umbrella on the bus this morning.",
+    "Which planet is closest to the sun?",
+    "Let us practice a few phrases in Spanish before the trip.",
+]
+QUESTIONS = [
+    "What is the capital of France?",
+    "How far is the moon from the earth?",
+    "Can you explain how rainbows form?",
+    "What should I cook tonight?",
+    "How long does it take to boil an egg?",
+    "Why is the sky blue?",
+    "Which is bigger, a blue whale or a dinosaur?",
+    "How many languages are spoken in India?",
+    "Where do swallows go in winter?",
+    "Is it safe to drink water from a mountain stream?",
+]
+HEARD_TIMEOUT = 20.0  # seconds after the speech ended for its transcript
+SETTLE = 0.8  # seconds between turns: the muted microphone's echo tail, and a breath
+
+STAGES = (
+    ("vad_end", "the VAD's end of speech"),
+    ("turn_end", "end of turn decided"),
+    ("transcript", "transcript ready"),
+    ("request", "LLM request sent"),
+    ("first_token", "first token"),
+    ("first_sound", "first sound at the device"),
+)
+
+
+def run_voice(
+    settings: Settings,
+    *,
+    llm: str,
+    reply: ScriptedReply,
+    tokens_per_second: float,
+    trials: int,
+    timeout: float,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    from voicecli.listen.asr import Transcriber
+    from voicecli.sources import ChatClient
+
+    transcription = transcribe_espeak(settings, progress)
+    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(trials)]
+    progress(f"speaking {len(set(questions))} questions in the voice {USER_VOICE}")
+    spoken = speak_as_user(settings, sorted(set(questions)))
+    said = dict(zip(sorted(set(questions)), spoken, strict=True))
+    transcriber = Transcriber(settings.asr_model)
+    with ExitStack() as stack:
+        source = _open_source(stack, settings, llm, reply, tokens_per_second)
+        room = VirtualRoom()
+        stack.callback(room.close)
+        rig = _Rig(settings, room, transcriber)
+        stack.callback(rig.close)
+        client = ChatClient(timeout=timeout, max_retries=0, **source["client"])
+        progress("warm-up turn (not counted)")
+        rig.turn(said[questions[0]], source, client)
+        turns = []
+        for i, question in enumerate(questions):
+            row = rig.turn(said[question], source, client)
+            row["said"] = question
+            turns.append(row)
+            v2v = row["ms"].get("first_sound")
+            progress(
+                f"turn {i + 1}/{trials}: heard {row['heard']!r}; voice to voice "
+                f"{'-' if v2v is None else f'{v2v:.0f} ms'}"
+            )
+    answered = [t for t in turns if t["ms"].get("first_sound") is not None]
+    return {
+        "kind": "voice",
+        "settings": {
+            "voice": settings.voice,
+            "user_voice": USER_VOICE,
+            "hangover": settings.listen_hangover,
+            "asr_model": settings.asr_model,
+            "engine": settings.engine,
+        },
+        "llm": source["description"],
+        "transcription": transcription,
+        "turns": turns,
+        "stages_ms": {
+            name: stats([t["ms"][name] for t in turns if name in t["ms"]])
+            for name, _ in STAGES
+            if any(name in t["ms"] for t in turns)
+        },
+        "unanswered": len(turns) - len(answered),
+        "wer": round(wer([t["said"] for t in turns], [t["heard"] for t in turns]), 3)
+        if turns
+        else None,
+    }
+
+
+def transcribe_espeak(settings: Settings, progress: Callable[[str], None]) -> dict[str, Any]:
+    """``SENTENCES`` in eSpeak NG's voice, through ``voicecli transcribe``."""
+    from voicecli.audio.wav import WavWriter
+    from voicecli.bench.espeak import Espeak
+
+    progress(f"transcribing {len(SENTENCES)} sentences spoken by eSpeak NG")
+    espeak = Espeak()
+    with tempfile.TemporaryDirectory(prefix="voicecli-espeak-") as tmp:
+        files = []
+        for i, sentence in enumerate(SENTENCES):
+            path = Path(tmp) / f"sentence-{i + 1:02d}.wav"
+            writer = WavWriter(path, espeak.sample_rate)
+            writer.write(espeak.speak(sentence))
+            writer.close()
+            files.append(path)
+        command = [sys.executable, "-m", "voicecli", "transcribe", *map(str, files)]
+        if settings.asr_model:
+            command += ["--asr-model", settings.asr_model]
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise VoiceCliError(f"voicecli transcribe failed: {done.stderr.strip()[-300:]}")
+    heard = {}
+    for line in done.stdout.splitlines():
+        name, _, text = line.partition(": ")
+        heard[Path(name).name] = text
+    rows = []
+    for sentence, path in zip(SENTENCES, files, strict=True):
+        text = heard.get(path.name, "")
+        rows.append({"said": sentence, "heard": text, "wer": round(wer([sentence], [text]), 3)})
+    return {
+        "voice": "eSpeak NG en-us",
+        "sentences": rows,
+        "wer": round(wer([r["said"] for r in rows], [r["heard"] for r in rows]), 3),
+        "command_seconds": round(seconds, 1),  # the model's load included
+    }
+
+
+def _open_source(
+    stack: ExitStack, settings: Settings, llm: str, reply: ScriptedReply, tokens_per_second: float
+) -> dict[str, Any]:
+    """The LLM the replies come from, as a ChatClient's arguments and a description."""
+    from voicecli.bench.ab import open_text_source
+
+    source = open_text_source(
+        stack,
+        llm=llm,
+        reply=reply,
+        tokens_per_second=tokens_per_second,
+        settings=settings,
+        prompt=QUESTIONS[0],
+    )
+    return {
+        "client": {
+            "base_url": source.base_url,
+            "api_key": source.api_key,
+            "model": source.model,
+            "temperature": source.temperature,
+            "max_tokens": source.max_tokens,
+            "socket": source.socket,
+        },
+        "system": settings.system_prompt,
+        "scripted": source.kind == "scripted",
+        "description": source.description,
+    }
+
+
+class _Rig:
+    """The room, the session and the voice input, wired as ``chat --listen`` wires them
+    on speakers by default (muted while a reply plays)."""
+
+    def __init__(self, settings: Settings, room: VirtualRoom, transcriber: Any) -> None:
+        from voicecli.audio.mic import Microphone
+        from voicecli.audio.player import Player
+        from voicecli.session import Session
+        from voicecli.voice_input import VoiceInput
+
+        self.settings = settings
+        self.closing = ExitStack()
+        try:
+            with room.entered():
+                os.environ["PULSE_SINK"] = room.mic
+                self.user = Player(24_000)  # the user's mouth: plays into the microphone
+                self.closing.callback(self.user.close)
+                os.environ["PULSE_SINK"] = room.speakers
+                self.session = self.closing.enter_context(
+                    Session(settings, keys=False, warm_up=True)
+                )
+                self.voice = VoiceInput(
+                    transcriber,
+                    Microphone(),
+                    hangover=settings.listen_hangover,
+                    max_seconds=settings.max_utterance,
+                )
+                self.closing.callback(self.voice.close)
+        except BaseException:
+            self.closing.close()
+            raise
+
+    def close(self) -> None:
+        self.closing.close()
+
+    def turn(self, speech: np.ndarray, source: dict[str, Any], client: Any) -> dict[str, Any]:
+        """The user says ``speech``; its transcript is asked; the reply plays."""
+        from voicecli.frames import AudioChunk
+        from voicecli.timeline import FIRST_TOKEN, PLAYED, REQUEST_SENT
+        from voicecli.voice_input import Heard
+
+        while True:  # nothing left over from the last turn
+            try:
+                self.voice.heard.get_nowait()
+            except queue.Empty:
+                break
+        spoke: list[float] = []
+        self.user.begin_turn(lambda sentence, at: spoke.append(at), None)
+        self.user.write(AudioChunk(0, speech, last=True))
+        try:
+            item = self.voice.heard.get(timeout=len(speech) / 24_000 + HEARD_TIMEOUT)
+        except queue.Empty:
+            item = None
+        self.user.drain(timeout=5.0)
+        if not spoke:
+            raise VoiceCliError("The user's speech never reached the microphone's device.")
+        end = spoke[0] + len(speech) / 24_000  # the speech's last sample at the device
+        if not isinstance(item, Heard):
+            heard = "" if item is None else f"({item.message})"
+            return {"heard": heard, "ms": {}}
+        messages = [
+            {"role": "system", "content": source["system"]},
+            {"role": "user", "content": item.text},
+        ]
+        self.voice.mute(True)
+        try:
+            result = self.session.speak(
+                lambda cancel, tl: client.stream(messages, cancel, tl),
+                label="voice",
+                fast_first=self.settings.fast_first,
+            )
+        finally:
+            self.voice.mute(False)
+        times = {
+            "vad_end": item.ended,
+            "turn_end": item.turned,
+            "transcript": item.transcribed,
+            "request": result.timeline.first(REQUEST_SENT),
+            "first_token": result.timeline.first(FIRST_TOKEN),
+            "first_sound": result.timeline.first(PLAYED),
+        }
+        time.sleep(SETTLE)
+        return {
+            "heard": item.text,
+            "speech_s": round(len(speech) / 24_000, 2),
+            "error": str(result.error) if result.error else None,
+            "ms": {k: round((t - end) * 1000) for k, t in times.items() if t is not None},
+            "speech_end": end,  # on the timeline's clock
+            "timeline": result.timeline.to_dict(),
+        }
+
+
+def report_lines(result: dict[str, Any]) -> list[str]:
+    tr = result["transcription"]
+    s = result["settings"]
+    lines = [
+        f"voicecli bench --voice: {result['llm']['kind']} LLM, hangover {s['hangover']} s, "
+        f"Whisper {s['asr_model']}",
+        f"  voicecli transcribe, {len(tr['sentences'])} sentences spoken by {tr['voice']}: "
+        f"WER {tr['wer']:.1%}",
+        f"  voice to voice, {len(result['turns'])} spoken questions (ms after the speech's last "
+        "sample at the microphone's device):",
+        "    stage                          p50     min     max",
+    ]
+    for name, label in STAGES:
+        st = result["stages_ms"].get(name)
+        if st:
+            lines.append(f"    {label:<28} {st['median']:6.0f}  {st['min']:6.0f}  {st['max']:6.0f}")
+    if result["unanswered"]:
+        lines.append(f"    {result['unanswered']} questions not heard or not answered")
+    if result["wer"] is not None:
+        lines.append(f"  what was heard of the questions: WER {result['wer']:.1%}")
+    return lines
+
+
+def write(result: dict[str, Any], output_dir: Any) -> Any:
+    from voicecli.bench import report
+
+    return report.write_json(result, output_dir / "voice.json")

@@ -329,3 +329,13 @@ def test_cpu_load_runs_busy_processes_in_their_own_session_and_stops_them():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_word_error_rate_counts_words_not_their_spelling():
+    from voicecli.bench.wer import wer, words
+
+    said = "the train leaves every twenty minutes ok"
+    assert words("The train leaves every 20 minutes, OK?") == said
+    assert wer(["the train leaves at noon"], ["The train leaves at noon."]) == 0.0
+    assert wer(["a b c d"], ["a b x d"]) == 0.25
+    assert wer(["a b", "c d"], ["a b", ""]) == 0.5  # nothing heard: every word deleted

@@ -7,6 +7,7 @@ other. `chat --listen` runs as a real process against a real OpenAI-protocol ser
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -29,6 +30,7 @@ from voicecli.listen.asr import SAMPLE_RATE, Transcriber, read_audio
 from voicecli.listen.turns import (
     Event,
     Pausing,
+    Resumed,
     SpeechDropped,
     SpeechOnset,
     SpeechStarted,
@@ -136,6 +138,19 @@ def test_transcribe_says_nothing_of_silence_or_noise(tmp_path):
     assert "No speech heard in" in result.stderr
 
 
+def test_espeak_speech_is_transcribed(transcriber):
+    """bench --listen judges the recognizer on eSpeak NG's voice (libespeak-ng from the
+    espeakng-loader wheel, through its C API)."""
+    from voicecli.audio.resample import Resampler
+    from voicecli.bench.espeak import Espeak
+
+    espeak = Espeak()
+    audio = espeak.speak("Which planet is closest to the sun?")
+    assert espeak.sample_rate == 22_050 and 1.0 < len(audio) / espeak.sample_rate < 4.0
+    heard = transcriber.transcribe(Resampler(espeak.sample_rate, SAMPLE_RATE, "test")(audio))
+    assert same_words(heard.text, "Which planet is closest to the sun?"), heard.text
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -166,8 +181,12 @@ def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, tra
     first = trimmed(read_audio(utterances["question"]))
     second = trimmed(read_audio(utterances["follow_up"]))
     audio = np.concatenate([silence(1.0), first, silence(0.45), second, silence(1.5)])
-    one = [e for e in detect(audio, TurnDetector(hangover=0.8)) if isinstance(e, Utterance)]
+    events = detect(audio, TurnDetector(hangover=0.8))
+    one = [e for e in events if isinstance(e, Utterance)]
     assert len(one) == 1
+    # The pause was handed on ahead (Pausing), then taken back when the speech resumed.
+    kinds = [type(e) for e in events]
+    assert kinds[-4:] == [Pausing, Resumed, Pausing, Utterance], kinds
     heard = transcriber.transcribe(one[0].audio).text
     assert same_words(heard, QUESTION + " " + FOLLOW_UP), heard
     two = [e for e in detect(audio, TurnDetector(hangover=0.25)) if isinstance(e, Utterance)]
@@ -272,6 +291,36 @@ def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber
         voice.close()
 
 
+def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
+    room, utterances, transcriber, tmp_path
+):
+    """The words at each pause come out ahead of the turn (a reply can be prepared on
+    them); speaking on takes the guess back, and the turn's last guess is the turn."""
+    from voicecli.audio.mic import Microphone
+    from voicecli.voice_input import Guess, Heard, SpokeOn, VoiceInput
+
+    first = trimmed(read_audio(utterances["question"]))
+    second = trimmed(read_audio(utterances["follow_up"]))
+    # A pause long enough for Whisper to transcribe the first part before speech resumes.
+    audio = np.concatenate([silence(0.5), first, silence(1.6), second, silence(0.3)])
+    path = write_wav(tmp_path / "with-a-pause.wav", audio, SAMPLE_RATE)
+    voice = VoiceInput(transcriber, Microphone(), hangover=2.5, max_seconds=30, guesses=True)
+    try:
+        room.say(path)
+        items: list[object] = []
+        while not items or not isinstance(items[-1], Heard):
+            items.append(voice.heard.get(timeout=30))
+        kinds = [type(item) for item in items]
+        assert kinds == [Guess, SpokeOn, Guess, Heard], items
+        assert same_words(items[0].text, QUESTION), items
+        heard = items[-1]
+        assert same_words(heard.text, QUESTION + " " + FOLLOW_UP), heard
+        assert items[2].text == heard.text  # the transcript at the last pause, reused
+        assert heard.turned > heard.ended + 2.4  # the hangover still ends the turn
+    finally:
+        voice.close()
+
+
 def test_muted_input_hears_nothing_until_unmuted(room, utterances, transcriber):
     from voicecli.audio.mic import Microphone
     from voicecli.voice_input import ECHO_TAIL, VoiceInput
@@ -367,8 +416,10 @@ def test_chat_listen_answers_what_it_hears_and_what_is_typed(
             chat.wait_for("Paris is the capital")
             assert same_words(llm.last.messages[-1]["content"], QUESTION)
             line = chat.wait_for(r"^voice to voice: \d+ ms")
-            total, wait, reply = map(int, re.findall(r"(\d+) ms", line))
-            assert total == pytest.approx(wait + reply, abs=2) and wait >= 800  # the hangover
+            total, turn, transcript, reply = map(int, re.findall(r"(-?\d+) ms", line))
+            assert total == pytest.approx(turn + transcript + reply, abs=3)
+            assert turn > 950  # the hangover (1 s, counted from a frame) ended the turn...
+            assert total > turn  # ...and the reply, begun at the pause, waited for it
             chat.type("And of Spain?")  # typing works beside the microphone
             deadline = time.monotonic() + 30
             while llm.last.messages[-1]["content"] != "And of Spain?":
@@ -377,6 +428,50 @@ def test_chat_listen_answers_what_it_hears_and_what_is_typed(
             assert chat.quit() == 0
         finally:
             chat.kill()
+
+
+def test_a_reply_begun_at_a_pause_is_dropped_unheard_when_the_user_speaks_on(
+    room, utterances, tiny_model_dir, tiny_engine, tmp_path, monkeypatch
+):
+    first = trimmed(read_audio(utterances["question"]))
+    second = trimmed(read_audio(utterances["follow_up"]))
+    audio = np.concatenate([silence(0.5), first, silence(1.6), second, silence(0.3)])
+    path = write_wav(tmp_path / "with-a-pause.wav", audio, SAMPLE_RATE)
+    monkeypatch.setenv("VOICECLI_LISTEN_HANGOVER", "2.5")  # the pause stays inside the turn
+    timelines = tmp_path / "timelines.jsonl"
+    monkeypatch.setenv("VOICECLI_TIMELINE_FILE", str(timelines))
+    reply = "Here is what I know about that."
+    with ScriptedLLM(Script.from_text(reply, 100)) as llm:
+        chat = ListeningChat(room, llm, tiny_model_dir, engine=tiny_engine)
+        try:
+            chat.wait_for("^Listening on")
+            room.say(path)
+            heard = chat.wait_for(r"^you \(voice\)> ")
+            chat.wait_for(re.escape(reply))
+            # Asked at the pause, on the first half: dropped once the user spoke on.
+            assert same_words(llm.requests[0].messages[-1]["content"], QUESTION)
+            asked = llm.requests[-1].messages
+            assert same_words(asked[-1]["content"], QUESTION + " " + FOLLOW_UP), asked
+            assert same_words(heard.split("> ", 1)[1], QUESTION + " " + FOLLOW_UP), heard
+            assert [m["role"] for m in asked] == ["system", "user"]  # nothing of the first
+            chat.type("Thanks.")
+            deadline = time.monotonic() + 30
+            while llm.last.messages[-1]["content"] != "Thanks.":
+                assert time.monotonic() < deadline, chat.lines
+                time.sleep(0.05)
+            history = [m["content"] for m in llm.last.messages[1:]]
+            assert len(history) == 3 and history[1] == reply, history  # one answer kept
+            shown = [line for line in chat.lines if reply in line]
+            voiced = [line for line in chat.lines if line.startswith("you (voice)>")]
+            assert len(voiced) == 1 and len(shown) == 1, chat.lines  # the dropped one: unseen
+            assert chat.quit() == 0
+        finally:
+            chat.kill()
+    dropped, answered = (json.loads(line) for line in timelines.read_text().splitlines()[:2])
+    played = [[e for e in t["events"] if e["name"] == "played"] for t in (dropped, answered)]
+    assert not played[0] and played[1], (dropped, answered)  # the dropped one: unheard
+    reasons = [e["detail"].get("reason") for e in dropped["events"] if e["name"] == "interrupted"]
+    assert reasons == ["withdrawn"], dropped
 
 
 @pytest.mark.long

@@ -15,12 +15,12 @@ from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
 from voicecli.llm_local import SOCKET_BASE_URL
 from voicecli.pipeline import TurnResult
-from voicecli.session import Session
+from voicecli.session import Pending, Session
 from voicecli.sources import ChatClient
 from voicecli.timeline import PLAYED
 
 if TYPE_CHECKING:
-    from voicecli.listening import UserInput
+    from voicecli.listening import Said, UserInput
     from voicecli.llm_local import LocalLLMServer
 
 log = logging.getLogger(__name__)
@@ -226,8 +226,9 @@ class Conversation:
     def _quit(self, arg: str) -> None:
         self.quit = True
 
-    def ask(self, question: str) -> TurnResult:
-        """One turn: send the question, speak the answer, remember what was heard."""
+    def ask(self, question: str, pending: Pending | None = None) -> TurnResult:
+        """One turn: send the question, speak the answer, remember what was heard.
+        ``pending``: a reply prepared early, forgotten unless it is confirmed."""
         self.messages.append({"role": "user", "content": question})
         history = list(self.messages)
         llm = self.llm
@@ -236,8 +237,9 @@ class Conversation:
             label="chat",
             fast_first=self.session.settings.fast_first,
             view=display.turn_view(reply=True),
+            pending=pending,
         )
-        if result.error is not None:
+        if result.error is not None or (pending is not None and not pending.confirmed):
             self.messages.pop()  # the question goes unanswered: the user may ask again
         else:
             self.messages.append({"role": "assistant", "content": remembered(result)})
@@ -292,20 +294,34 @@ def _user_input(settings: Settings, session: Session) -> UserInput | None:
 
 
 def _listen_loop(chat: Conversation, user: UserInput) -> None:
+    from voicecli.voice_input import Guess
+
     while not chat.quit:
         said = user.next()
         if said is None:
             display.note("Bye.")
             return
-        if said.heard is not None:
-            display.heard(said.text, said.heard.capped)
+        if isinstance(said, Guess):
+            try:
+                result, heard = user.reply_early(
+                    said,
+                    lambda pending, guess=said.text: chat.ask(guess, pending),
+                    on_heard=_show_said,
+                )
+            finally:
+                user.after_turn()
+            if heard is None:
+                continue  # dropped unheard: the user went on, and what they said is next
+            said = heard
+            if result.error is not None:
+                display.error(str(result.error))
         else:
-            display.typed(said.text)  # the live line that showed it is gone
-        user.before_turn()
-        try:
-            result = _answer(chat, said.text)
-        finally:
-            user.after_turn()
+            _show_said(said)
+            user.before_turn()
+            try:
+                result = _answer(chat, said.text)
+            finally:
+                user.after_turn()
         played = result.timeline.first(PLAYED) if result is not None else None
         if said.heard is not None and played is not None and chat.session.settings.timings:
             heard = said.heard
@@ -316,6 +332,13 @@ def _listen_loop(chat: Conversation, user: UserInput) -> None:
                 f"{(heard.transcribed - heard.turned) * 1000:.0f} ms more, then the reply "
                 f"{(played - heard.transcribed) * 1000:.0f} ms)"
             )
+
+
+def _show_said(said: Said) -> None:
+    if said.heard is not None:
+        display.heard(said.text, said.heard.capped)
+    else:
+        display.typed(said.text)  # the live line that showed it is gone
 
 
 def _answer(chat: Conversation, line: str) -> TurnResult | None:

@@ -47,6 +47,9 @@ class Settings:
     input_device: str | None = None  # microphone: sounddevice index or name; None: default
     listen_hangover: float = 0.8  # seconds of silence that end the user's turn
     max_utterance: float = 30.0  # seconds of speech handed on at most, without a pause
+    # Start the reply at a pause, on what was said so far, silent until the hangover
+    # ends the turn with the same words (dropped if the user speaks on).
+    early_reply: bool = True
     # Speech while a reply plays interrupts it (on speakers, its echo cancelled first);
     # otherwise the microphone is muted then. None: with headphones only.
     barge_in: bool | None = None

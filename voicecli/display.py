@@ -93,6 +93,38 @@ class TurnView:
         pass
 
 
+class DeferredView(TurnView):
+    """Another view, shown only from ``show`` on (what it was told before is replayed
+    then); never shown, it shows nothing."""
+
+    def __init__(self, inner: TurnView) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._calls: list[tuple[Callable[..., None], tuple]] | None = []  # None once shown
+
+    def _call(self, method: Callable[..., None], *args: object) -> None:
+        with self._lock:
+            if self._calls is not None:
+                self._calls.append((method, args))
+                return
+        method(*args)
+
+    def show(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls or [], None
+            for method, args in calls:
+                method(*args)
+
+    def start(self, progress: Callable[[], Progress]) -> None:
+        self._call(self.inner.start, progress)
+
+    def text(self, piece: str) -> None:
+        self._call(self.inner.text, piece)
+
+    def finish(self, text: str, heard: str, interrupted: bool) -> None:
+        self._call(self.inner.finish, text, heard, interrupted)
+
+
 class PlainReply(TurnView):
     """Pipes and files: the reply as it streams, nothing else on stdout."""
 

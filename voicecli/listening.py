@@ -12,6 +12,7 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from voicecli import display
@@ -22,8 +23,9 @@ from voicecli.errors import VoiceCliError
 from voicecli.keys import KeyListener
 from voicecli.line_editor import LineEditor
 from voicecli.listen.asr import Transcriber
-from voicecli.session import Session
-from voicecli.voice_input import Heard, InputFailed, VoiceInput
+from voicecli.pipeline import TurnResult
+from voicecli.session import Pending, Session
+from voicecli.voice_input import Guess, Heard, InputFailed, SpokeOn, VoiceInput
 
 TALK_KEY = "\t"  # push-to-talk: hold Tab
 
@@ -92,7 +94,9 @@ class UserInput:
             barge_in=ReplyBargeIn(session) if self.barge_in else None,
             push_to_talk=push_to_talk,
             echo=echo,
+            guesses=settings.early_reply and session.sink.capabilities.pause,
         )
+        self._back: list[Heard | Guess | InputFailed] = []  # taken, then given back
         self.status = display.ListenStatus(self._state)
         if not self.barge_in:
             mode = "muted while a reply plays"
@@ -148,8 +152,11 @@ class UserInput:
             state = "transcribing" if voice.transcribing else "listening"
         return state, voice.level_db, self.editor.text
 
-    def next(self) -> Said | None:
-        """The next thing said or typed; None when the user ends the conversation."""
+    def next(self, timeout: float | None = None) -> Said | Guess | None:
+        """The next thing said or typed; None when the user ends the conversation (or
+        nothing came within ``timeout`` seconds). A ``Guess`` (with ``early_reply``) is
+        what the user said so far, at a pause: see ``reply_early``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         if self.keys is not None:
             self.keys.start(self._key)
         self.status.start()
@@ -161,19 +168,26 @@ class UserInput:
                 typing_ended = self.keys is None and not self._stdin_open
                 if self.editor.ended or (typing_ended and self.voice is None):
                     return None
+                if deadline is not None and time.monotonic() > deadline:
+                    return None
         finally:
             self.status.stop()
             if self.keys is not None:
                 self.keys.stop()
 
-    def _poll(self) -> Said | None:
+    def _poll(self) -> Said | Guess | None:
         if self.editor.lines:
             return Said(self.editor.lines.pop(0))
         if self.voice is not None:
-            try:
-                item = self.voice.heard.get(timeout=0.05)
-            except queue.Empty:
-                item = None
+            if self._back:
+                item: Heard | Guess | SpokeOn | InputFailed | None = self._back.pop(0)
+            else:
+                try:
+                    item = self.voice.heard.get(timeout=0.05)
+                except queue.Empty:
+                    item = None
+            if isinstance(item, Guess):
+                return item
             if isinstance(item, InputFailed):
                 self.status.stop()
                 if item.fatal:
@@ -183,7 +197,7 @@ class UserInput:
                 else:
                     display.error(f"{item.message} Please say it again.")
                 self.status.start()
-            elif item is not None:
+            elif isinstance(item, Heard):
                 return Said(item.text, item)
         else:
             time.sleep(0.05)
@@ -205,6 +219,51 @@ class UserInput:
             self._stdin_open = False  # EOF: voice goes on
             return None
         return Said(line.rstrip("\n"))
+
+    def reply_early(
+        self,
+        guess: Guess,
+        answer: Callable[[Pending], TurnResult],
+        on_heard: Callable[[Said], None] | None = None,
+    ) -> tuple[TurnResult, Said | None]:
+        """Answer ``guess`` before the turn has ended: ``answer`` runs the turn, which is
+        silent and unseen while the hangover runs and plays once the turn ends with the
+        same words (``on_heard`` first), a hangover sooner than if it began then. If
+        the user spoke on or said something else, the reply is dropped unheard, and what
+        came instead comes next from ``next``. Returns the turn's result and, if the
+        reply was the answer, what was said."""
+        pending = Pending()
+        heard: list[Said] = []
+        voice = self.voice
+        assert voice is not None  # a Guess comes only from it
+
+        def decide() -> None:
+            while True:
+                try:
+                    item = voice.heard.get(timeout=0.1)
+                except queue.Empty:
+                    if voice.closed:
+                        pending.withdraw()
+                        return
+                    continue
+                if isinstance(item, Heard) and item.text == guess.text:
+                    said = Said(item.text, item)
+                    heard.append(said)
+                    self.before_turn()
+                    if on_heard is not None:
+                        on_heard(said)
+                    pending.confirm()
+                    return
+                pending.withdraw()
+                if not isinstance(item, SpokeOn):
+                    self._back.append(item)
+                return
+
+        decider = threading.Thread(target=decide, name="voicecli-early-reply", daemon=True)
+        decider.start()
+        result = answer(pending)
+        decider.join()
+        return result, heard[0] if heard else None
 
     def close(self) -> None:
         self.status.stop()

@@ -117,6 +117,44 @@ class Turn:
         )
 
 
+class Pending:
+    """A turn begun before it is certain to be wanted (a reply prepared while the user
+    may still be speaking): silent and unseen until ``confirm``, which lets it play and
+    shows it; ``withdraw`` cancels it, before it starts or while it runs. Either may be
+    called from any thread, before ``Session.speak`` has begun the turn."""
+
+    def __init__(self) -> None:
+        self.cancel = CancelToken()
+        self._lock = threading.Lock()
+        self._confirmed = False
+        self._turn: Turn | None = None
+        self._view: display.DeferredView | None = None
+
+    @property
+    def confirmed(self) -> bool:
+        return self._confirmed
+
+    def attach(self, turn: Turn, view: display.DeferredView) -> None:
+        """The turn has begun (``Session.speak``)."""
+        with self._lock:
+            self._turn, self._view = turn, view
+            if not self._confirmed:
+                turn.hold()
+
+    def confirm(self) -> None:
+        with self._lock:
+            self._confirmed = True
+            turn, view = self._turn, self._view
+        if view is not None:
+            view.show()
+        if turn is not None:
+            turn.release()
+
+    def withdraw(self) -> None:
+        if not self._confirmed:
+            self.cancel.cancel("withdrawn")
+
+
 def _append_json(path: Path, record: dict) -> None:
     try:
         with path.open("a", encoding="utf-8") as f:
@@ -192,16 +230,18 @@ class Session:
         on_text: Callable[[str], None] | None = None,
         on_key: Callable[[str, CancelToken], None] | None = None,
         view: display.TurnView | None = None,
+        pending: Pending | None = None,
     ) -> TurnResult:
         """Run one turn under the default key map unless ``on_key`` replaces it.
 
         ``view`` shows the turn; by default a progress line on stderr when it is a
         terminal (what ``say`` wants). Afterwards ``last_turn.quit`` says whether the
-        user pressed ``q`` to leave the program.
+        user pressed ``q`` to leave the program. ``pending``: the turn is silent and
+        unseen until it is confirmed, or withdrawn.
         """
         if self.pipeline is None or self.synth is None:
             raise VoiceCliError("The session is not open.")
-        cancel = CancelToken()
+        cancel = pending.cancel if pending is not None else CancelToken()
         timeline = Timeline(label)
         options = TurnOptions(
             buffered=self.settings.buffered,
@@ -213,6 +253,9 @@ class Session:
         turn = Turn(self.sink, cancel, timeline, keys=self.keys is not None)
         self.last_turn = self._turn = turn
         view = view if view is not None else display.turn_view(reply=False)
+        if pending is not None:
+            view = display.DeferredView(view)
+            pending.attach(turn, view)
 
         def key_pressed(key: str) -> None:
             if on_key is not None:
@@ -252,7 +295,7 @@ class Session:
                 self.captions.add_turn(recording, result.sentences)
         if ctrl_c:
             raise KeyboardInterrupt
-        if self.settings.timings:
+        if self.settings.timings and (pending is None or pending.confirmed):
             display.show_timings(timeline)
         if self.settings.timeline_file is not None:
             _append_json(self.settings.timeline_file, timeline.to_dict())

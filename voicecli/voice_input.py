@@ -32,6 +32,7 @@ from voicecli.listen.turns import (
     FRAME_SECONDS,
     Event,
     Pausing,
+    Resumed,
     SpeechDropped,
     SpeechOnset,
     SpeechStarted,
@@ -59,6 +60,20 @@ class Heard:
     ended: float  # time.monotonic() when the speech ended (the hangover is after it)
     turned: float  # ...when the end of the turn was decided
     transcribed: float  # ...and when its transcript was ready
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What the user said, as it stands at a pause (``guesses``): the turn's transcript
+    if the hangover ends it there, so a reply can be prepared meanwhile. The ``Heard``
+    that follows says what the turn was; ``SpokeOn`` comes first if speech went on."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class SpokeOn:
+    """The user spoke again after the last ``Guess``: it was not the turn."""
 
 
 class BargeIn(Protocol):
@@ -95,10 +110,12 @@ class VoiceInput:
         barge_in: BargeIn | None = None,
         push_to_talk: bool = False,
         echo: EchoCanceller | None = None,
+        guesses: bool = False,
     ) -> None:
         """``push_to_talk``: only what is said while a key is held (``hold``) is heard,
         and letting go ends the turn. ``echo``: what the speakers play is taken out of
-        every frame before anything else hears it."""
+        every frame before anything else hears it. ``guesses``: ``heard`` also says what
+        was said at each pause (``Guess``, ``SpokeOn``)."""
         self.transcriber = transcriber
         self.mic = microphone
         self.echo = echo
@@ -106,7 +123,13 @@ class VoiceInput:
         self.turns = TurnDetector(hangover=hangover, max_seconds=max_seconds)
         self.barge_in = barge_in
         self._onset_open = False  # barge_in heard an onset, and nothing of it since
-        self.heard: queue.Queue[Heard | InputFailed] = queue.Queue()
+        self.heard: queue.Queue[Heard | Guess | SpokeOn | InputFailed] = queue.Queue()
+        self.guesses = guesses
+        # The pause whose transcript may still become a Guess, and whether one did: the
+        # two threads decide under the lock, so SpokeOn never comes before its Guess.
+        self._pause: tuple[float, int] | None = None
+        self._guessed = False
+        self._guess_lock = threading.Lock()
         self.level_db = SILENT_DB  # the last frame's (echo taken out), for a meter
         self.hearing = False  # the user is speaking (a turn is open)
         self.transcribing = 0  # utterances waiting for or in Whisper
@@ -145,6 +168,11 @@ class VoiceInput:
     def held(self) -> bool:
         return time.monotonic() < self._held_until
 
+    @property
+    def closed(self) -> bool:
+        """Closed, or its microphone's thread has ended (``heard`` says why)."""
+        return self._stop.is_set() or not self._threads[0].is_alive()
+
     def close(self) -> None:
         self._stop.set()
         self.mic.close()
@@ -168,6 +196,8 @@ class VoiceInput:
                 else:
                     self.level_db = frame.level_db
                 if self._muted(frame.at):
+                    if self.turns.in_turn:
+                        self._forget_pause(spoke_on=True)  # the turn will not end now
                     self.turns.reset()
                     self.hearing = False
                     self._was_muted = True
@@ -224,15 +254,36 @@ class VoiceInput:
                 if barge_in is not None:
                     barge_in.confirmed()
             elif isinstance(event, Pausing):
+                with self._guess_lock:
+                    self._pause = (event.utterance.start, len(event.utterance.audio))
                 try:
                     self._utterances.put_nowait((event.utterance, 0.0, 0.0, False))
                 except queue.Full:
                     pass  # only a head start: the final utterance still comes
+            elif isinstance(event, Resumed):
+                self._forget_pause(spoke_on=True)
             else:
+                self._forget_pause(spoke_on=False)  # the Heard that follows says what it was
                 self.hearing = self.turns.in_turn
                 # The speech ended this long before the frame that ended the turn.
                 ended = at + FRAME_SECONDS - (self.turns.seconds - event.end)
                 self._hand_on(event, ended)
+
+    def _forget_pause(self, *, spoke_on: bool) -> None:
+        with self._guess_lock:
+            if spoke_on and self._guessed:
+                self.heard.put(SpokeOn())
+            self._pause, self._guessed = None, False
+
+    def _guess(self, key: tuple[float, int], transcript: Transcript) -> None:
+        """A pause's transcript, if the pause is still the last thing heard."""
+        self._early = (key, transcript)
+        if not self.guesses or not WORD.search(transcript.text):
+            return
+        with self._guess_lock:
+            if self._pause == key:
+                self._guessed = True
+                self.heard.put(Guess(transcript.text))
 
     def _counted(self, change: int) -> None:
         with self._count:
@@ -270,7 +321,7 @@ class VoiceInput:
                 if final:
                     self._counted(-1)
             if not final:
-                self._early = (key, transcript)
+                self._guess(key, transcript)
                 continue
             self._early = None
             if WORD.search(transcript.text):

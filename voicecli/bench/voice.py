@@ -19,7 +19,6 @@ first sound, stage by stage.
 from __future__ import annotations
 
 import os
-import queue
 import subprocess
 import sys
 import tempfile
@@ -76,6 +75,9 @@ QUESTIONS = [
 HEARD_TIMEOUT = 20.0  # seconds after the speech ended for its transcript
 SETTLE = 0.8  # seconds between turns: the muted microphone's echo tail, and a breath
 
+# How the reply is begun: at a pause, on what was said so far (``early_reply``), or once
+# the hangover has ended the turn.
+MODES = ("early", "end of turn")
 STAGES = (
     ("vad_end", "the VAD's end of speech"),
     ("turn_end", "end of turn decided"),
@@ -96,7 +98,6 @@ def run_voice(
     timeout: float,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    from voicecli.listen.asr import Transcriber
     from voicecli.sources import ChatClient
 
     transcription = transcribe_espeak(settings, progress)
@@ -104,27 +105,27 @@ def run_voice(
     progress(f"speaking {len(set(questions))} questions in the voice {USER_VOICE}")
     spoken = speak_as_user(settings, sorted(set(questions)))
     said = dict(zip(sorted(set(questions)), spoken, strict=True))
-    transcriber = Transcriber(settings.asr_model)
     with ExitStack() as stack:
         source = _open_source(stack, settings, llm, reply, tokens_per_second)
         room = VirtualRoom()
         stack.callback(room.close)
-        rig = _Rig(settings, room, transcriber)
+        rig = _Rig(settings, room)
         stack.callback(rig.close)
         client = ChatClient(timeout=timeout, max_retries=0, **source["client"])
         progress("warm-up turn (not counted)")
         rig.turn(said[questions[0]], source, client)
         turns = []
         for i, question in enumerate(questions):
-            row = rig.turn(said[question], source, client)
-            row["said"] = question
-            turns.append(row)
-            v2v = row["ms"].get("first_sound")
-            progress(
-                f"turn {i + 1}/{trials}: heard {row['heard']!r}; voice to voice "
-                f"{'-' if v2v is None else f'{v2v:.0f} ms'}"
-            )
-    answered = [t for t in turns if t["ms"].get("first_sound") is not None]
+            for mode in MODES:  # alternated, so that the machine's noise falls on both
+                rig.input.voice.guesses = mode == "early"
+                row = rig.turn(said[question], source, client)
+                row["said"], row["mode"] = question, mode
+                turns.append(row)
+                v2v = row["ms"].get("first_sound")
+                progress(
+                    f"question {i + 1}/{trials} ({mode}): heard {row['heard']!r}; voice to "
+                    f"voice {'-' if v2v is None else f'{v2v:.0f} ms'}"
+                )
     return {
         "kind": "voice",
         "settings": {
@@ -136,13 +137,22 @@ def run_voice(
         },
         "llm": source["description"],
         "transcription": transcription,
+        "order": "each question asked twice: reply begun at a pause (early), then at the "
+        "end of the turn",
         "turns": turns,
+        "modes": {mode: _summary([t for t in turns if t["mode"] == mode]) for mode in MODES},
+    }
+
+
+def _summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         "stages_ms": {
             name: stats([t["ms"][name] for t in turns if name in t["ms"]])
             for name, _ in STAGES
             if any(name in t["ms"] for t in turns)
         },
-        "unanswered": len(turns) - len(answered),
+        "unanswered": sum(t["ms"].get("first_sound") is None for t in turns),
+        "dropped_early_replies": sum(t["dropped_early_replies"] for t in turns),
         "wer": round(wer([t["said"] for t in turns], [t["heard"] for t in turns]), 3)
         if turns
         else None,
@@ -218,14 +228,13 @@ def _open_source(
 
 
 class _Rig:
-    """The room, the session and the voice input, wired as ``chat --listen`` wires them
+    """The room, the session and the user's input, wired as ``chat --listen`` wires them
     on speakers by default (muted while a reply plays)."""
 
-    def __init__(self, settings: Settings, room: VirtualRoom, transcriber: Any) -> None:
-        from voicecli.audio.mic import Microphone
+    def __init__(self, settings: Settings, room: VirtualRoom) -> None:
         from voicecli.audio.player import Player
+        from voicecli.listening import UserInput
         from voicecli.session import Session
-        from voicecli.voice_input import VoiceInput
 
         self.settings = settings
         self.closing = ExitStack()
@@ -238,13 +247,8 @@ class _Rig:
                 self.session = self.closing.enter_context(
                     Session(settings, keys=False, warm_up=True)
                 )
-                self.voice = VoiceInput(
-                    transcriber,
-                    Microphone(),
-                    hangover=settings.listen_hangover,
-                    max_seconds=settings.max_utterance,
-                )
-                self.closing.callback(self.voice.close)
+                self.input = UserInput(settings, self.session)
+                self.closing.callback(self.input.close)
         except BaseException:
             self.closing.close()
             raise
@@ -252,55 +256,70 @@ class _Rig:
     def close(self) -> None:
         self.closing.close()
 
+    def _ask(self, question: str, source: dict[str, Any], client: Any, pending: Any = None) -> Any:
+        messages = [
+            {"role": "system", "content": source["system"]},
+            {"role": "user", "content": question},
+        ]
+        return self.session.speak(
+            lambda cancel, tl: client.stream(messages, cancel, tl),
+            label="voice",
+            fast_first=self.settings.fast_first,
+            pending=pending,
+        )
+
     def turn(self, speech: np.ndarray, source: dict[str, Any], client: Any) -> dict[str, Any]:
-        """The user says ``speech``; its transcript is asked; the reply plays."""
+        """The user says ``speech``; what was heard is asked, as ``chat --listen`` asks
+        it (early, at a pause, unless ``early_reply`` is off); the reply plays."""
         from voicecli.frames import AudioChunk
         from voicecli.timeline import FIRST_TOKEN, PLAYED, REQUEST_SENT
-        from voicecli.voice_input import Heard
+        from voicecli.voice_input import Guess
 
-        while True:  # nothing left over from the last turn
-            try:
-                self.voice.heard.get_nowait()
-            except queue.Empty:
-                break
         spoke: list[float] = []
         self.user.begin_turn(lambda sentence, at: spoke.append(at), None)
         self.user.write(AudioChunk(0, speech, last=True))
-        try:
-            item = self.voice.heard.get(timeout=len(speech) / 24_000 + HEARD_TIMEOUT)
-        except queue.Empty:
-            item = None
+        wait = len(speech) / 24_000 + HEARD_TIMEOUT
+        dropped = 0  # replies begun at a pause and dropped: the user went on
+        while True:
+            item = self.input.next(timeout=wait)
+            if item is None:
+                raise VoiceCliError(f"Nothing was heard of a question within {wait:.0f} s.")
+            if not isinstance(item, Guess):
+                said = item
+                self.input.before_turn()
+                try:
+                    result = self._ask(said.text, source, client)
+                finally:
+                    self.input.after_turn()
+                break
+            try:
+                result, heard = self.input.reply_early(
+                    item, lambda p, text=item.text: self._ask(text, source, client, p)
+                )
+            finally:
+                self.input.after_turn()
+            if heard is not None:
+                said = heard
+                break
+            dropped += 1
         self.user.drain(timeout=5.0)
         if not spoke:
             raise VoiceCliError("The user's speech never reached the microphone's device.")
         end = spoke[0] + len(speech) / 24_000  # the speech's last sample at the device
-        if not isinstance(item, Heard):
-            heard = "" if item is None else f"({item.message})"
-            return {"heard": heard, "ms": {}}
-        messages = [
-            {"role": "system", "content": source["system"]},
-            {"role": "user", "content": item.text},
-        ]
-        self.voice.mute(True)
-        try:
-            result = self.session.speak(
-                lambda cancel, tl: client.stream(messages, cancel, tl),
-                label="voice",
-                fast_first=self.settings.fast_first,
-            )
-        finally:
-            self.voice.mute(False)
+        heard_at = said.heard
         times = {
-            "vad_end": item.ended,
-            "turn_end": item.turned,
-            "transcript": item.transcribed,
+            "vad_end": heard_at.ended if heard_at else None,
+            "turn_end": heard_at.turned if heard_at else None,
+            "transcript": heard_at.transcribed if heard_at else None,
             "request": result.timeline.first(REQUEST_SENT),
             "first_token": result.timeline.first(FIRST_TOKEN),
             "first_sound": result.timeline.first(PLAYED),
         }
         time.sleep(SETTLE)
         return {
-            "heard": item.text,
+            "heard": said.text,
+            "early": isinstance(item, Guess),
+            "dropped_early_replies": dropped,
             "speech_s": round(len(speech) / 24_000, 2),
             "error": str(result.error) if result.error else None,
             "ms": {k: round((t - end) * 1000) for k, t in times.items() if t is not None},
@@ -312,23 +331,33 @@ class _Rig:
 def report_lines(result: dict[str, Any]) -> list[str]:
     tr = result["transcription"]
     s = result["settings"]
+    modes = result["modes"]
+    n = len(result["turns"]) // len(MODES)
     lines = [
-        f"voicecli bench --voice: {result['llm']['kind']} LLM, hangover {s['hangover']} s, "
+        f"voicecli bench --listen: {result['llm']['kind']} LLM, hangover {s['hangover']} s, "
         f"Whisper {s['asr_model']}",
         f"  voicecli transcribe, {len(tr['sentences'])} sentences spoken by {tr['voice']}: "
         f"WER {tr['wer']:.1%}",
-        f"  voice to voice, {len(result['turns'])} spoken questions (ms after the speech's last "
-        "sample at the microphone's device):",
-        "    stage                          p50     min     max",
+        f"  voice to voice, {n} spoken questions each way, p50 ms after the speech's last "
+        "sample at the microphone's device:",
+        "    stage                          " + "".join(f"{m:>14}" for m in MODES),
     ]
     for name, label in STAGES:
-        st = result["stages_ms"].get(name)
-        if st:
-            lines.append(f"    {label:<28} {st['median']:6.0f}  {st['min']:6.0f}  {st['max']:6.0f}")
-    if result["unanswered"]:
-        lines.append(f"    {result['unanswered']} questions not heard or not answered")
-    if result["wer"] is not None:
-        lines.append(f"  what was heard of the questions: WER {result['wer']:.1%}")
+        cells = []
+        for mode in MODES:
+            st = modes[mode]["stages_ms"].get(name)
+            cells.append(f"{st['median']:14.0f}" if st and st["median"] is not None else " " * 14)
+        lines.append(f"    {label:<30}" + "".join(cells))
+    for mode in MODES:
+        m = modes[mode]
+        sound = m["stages_ms"].get("first_sound")
+        extra = f", {m['dropped_early_replies']} early replies dropped" if mode == "early" else ""
+        lines.append(
+            f"  {mode}: first sound p90 {sound['p90']:.0f} ms, "
+            f"{m['unanswered']} unanswered{extra}, WER of the questions {m['wer']:.1%}"
+            if sound and sound["p90"] is not None
+            else f"  {mode}: {m['unanswered']} unanswered"
+        )
     return lines
 
 

@@ -112,6 +112,12 @@ def check_speakable(text: str, code: str) -> None:
     default=None,
     help="With --listen: only what you say while holding Tab is heard (noisy rooms).",
 )
+@click.option(
+    "--early-reply/--no-early-reply",
+    default=None,
+    help="With --listen: prepare the reply at a pause, silent until your turn ends with "
+    "the same words (default: on).",
+)
 @click.option("--asr-model", help="faster-whisper model: tiny.en (default), base.en... or a dir.")
 @user_errors
 def chat(config_path: Path | None, once: str | None, listen: bool, **flags: Any) -> None:

@@ -49,6 +49,11 @@ class Pausing:
 
 
 @dataclass(frozen=True)
+class Resumed:
+    """Speech again after ``Pausing``: the turn goes on (what was handed on is not it)."""
+
+
+@dataclass(frozen=True)
 class Utterance:
     """One turn of the user's speech, 16 kHz mono, with a little audio either side."""
 
@@ -62,7 +67,7 @@ class Utterance:
         return len(self.audio) / SAMPLE_RATE
 
 
-Event = SpeechOnset | SpeechDropped | SpeechStarted | Pausing | Utterance
+Event = SpeechOnset | SpeechDropped | SpeechStarted | Pausing | Resumed | Utterance
 
 
 class TurnDetector:
@@ -97,6 +102,7 @@ class TurnDetector:
         self._last = 0  # ...and of its last
         self._confirmed = False
         self._onset = False  # SpeechOnset sent for the turn in progress
+        self._paused = False  # Pausing sent since the turn's last speech
         self._n = 0  # frames seen
 
     @property
@@ -133,6 +139,9 @@ class TurnDetector:
             self._speech += 1
             self._silence = 0
             self._last = n
+            if self._paused:
+                self._paused = False
+                events.append(Resumed())
             if not self._onset and self._speech >= self.onset_frames:
                 self._onset = True
                 events.append(SpeechOnset(self._first * FRAME_SECONDS))
@@ -149,6 +158,7 @@ class TurnDetector:
                 events.append(SpeechDropped())
             self._reset()
         elif self._confirmed and self._silence == self.early_frames:
+            self._paused = True
             events.append(Pausing(self._utterance(self._frames[:keep], capped=False)))
         elif self._confirmed and len(self._frames) >= self.max_frames:
             events.append(self._utterance(self._frames, capped=True))
@@ -173,7 +183,7 @@ class TurnDetector:
     def _reset(self) -> None:
         self._frames = []
         self._speech = self._silence = 0
-        self._confirmed = self._onset = False
+        self._confirmed = self._onset = self._paused = False
 
     def _utterance(self, frames: list[np.ndarray], capped: bool) -> Utterance:
         return Utterance(

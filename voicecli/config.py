@@ -45,7 +45,7 @@ class Settings:
     # Voice input (chat --listen)
     asr_model: str = "tiny.en"  # faster-whisper model name (from the hub) or a directory
     input_device: str | None = None  # microphone: sounddevice index or name; None: default
-    listen_hangover: float = 0.8  # seconds of silence that end the user's turn
+    listen_hangover: float = 1.0  # seconds of silence that end the user's turn
     max_utterance: float = 30.0  # seconds of speech handed on at most, without a pause
     # Start the reply at a pause, on what was said so far, silent until the hangover
     # ends the turn with the same words (dropped if the user speaks on).

@@ -55,7 +55,7 @@ QUESTIONS = [
     ["How many languages", "are spoken in India?"],
 ]
 PAUSES = (0.3, 0.5, 0.7, 0.9, 0.4, 0.6)  # seconds, cycled over the hesitations
-HANGOVERS = (0.3, 0.5, 0.8, 1.2)
+HANGOVERS = (0.3, 0.5, 0.8, 1.0, 1.2)
 CUE = (0.5, 1.2)  # short and long hangover of the text cue
 CONNECTIVES = frozenset(
     "and so but or because if that the a an to of with about like which who when".split()

@@ -73,7 +73,7 @@ Event = SpeechOnset | SpeechDropped | SpeechStarted | Pausing | Resumed | Uttera
 class TurnDetector:
     def __init__(
         self,
-        hangover: float = 0.8,
+        hangover: float = 1.0,
         max_seconds: float = 30.0,
         min_speech: float = 0.25,
         threshold: float = 0.5,

@@ -51,6 +51,8 @@ class Turn:
         self.keys = keys
         self.quit = False  # the user asked to leave the program, not just this turn
         self._held = False  # paused by ``hold``, not by the listener
+        # Begun early (``Pending``) and not yet confirmed: silent, whatever else asks.
+        self.unconfirmed = False
 
     def key(self, key: str) -> None:
         """The default key map (Session.speak's ``on_key`` replaces it)."""
@@ -69,7 +71,7 @@ class Turn:
             self.cancel.cancel("key")
 
     def toggle_pause(self) -> None:
-        if not self.sink.capabilities.pause:
+        if not self.sink.capabilities.pause or self.unconfirmed:
             return  # a file: nothing plays, so nothing to pause
         self._held = False  # the listener's choice from now on
         if self.sink.paused:
@@ -85,7 +87,7 @@ class Turn:
 
     def release(self) -> None:
         """Go on after ``hold`` (a pause the listener made stays)."""
-        if self._held:
+        if self._held and not self.unconfirmed:
             self._held = False
             if self.sink.paused:
                 self.sink.resume()
@@ -140,6 +142,7 @@ class Pending:
             self._turn, self._view = turn, view
             if not self._confirmed:
                 turn.hold()
+                turn.unconfirmed = True
 
     def confirm(self) -> None:
         with self._lock:
@@ -148,6 +151,7 @@ class Pending:
         if view is not None:
             view.show()
         if turn is not None:
+            turn.unconfirmed = False
             turn.release()
 
     def withdraw(self) -> None:
@@ -284,7 +288,7 @@ class Session:
             if self.keys is not None:
                 self.keys.stop()
             if self.sink.paused:
-                turn.toggle_pause()  # the next turn must not start silent
+                self.sink.resume()  # the next turn must not start silent
             if result is None:  # Ctrl-C or a crash: close the live region all the same
                 view.finish("", "", True)
             else:

@@ -1,4 +1,4 @@
-"""``voicecli bench --voice``: voice in, from the end of the user's speech to the reply's
+"""``voicecli bench --listen``: voice in, from the end of the user's speech to the reply's
 first sound, stage by stage.
 
 1. **Transcription.** ``SENTENCES`` (20 of our own) spoken by eSpeak NG, a voice unlike
@@ -6,15 +6,16 @@ first sound, stage by stage.
    itself, in a process of its own): word error rate against what was written.
 2. **Voice to voice.** Questions spoken by Kokoro in ``USER_VOICE`` are played into a
    virtual microphone (``bench/room.py``) by a player of their own, whose DAC timestamps
-   say when each one's speech ends at the microphone's device. What ``chat --listen``
-   runs on speakers hears them: Silero VAD, the turn detector with its hangover, Whisper
-   (transcribing while the hangover runs), the microphone muted while a reply plays; the
-   reply comes from the scripted LLM at ``--tokens-per-second`` (or the embedded model,
-   ``--llm local``) through the session and its player (the resident engine unless the
-   settings say otherwise). Per turn, after the end of the speech: the VAD's end of
-   speech, the end of the turn, the transcript, the request, the first token, and the
-   first sound at the speakers' device.
-"""
+   say when each one's speech ends at the microphone's device. ``chat --listen``'s own
+   input hears them (``listening.UserInput``: Silero VAD, the turn detector, Whisper, the
+   microphone muted while a reply plays on speakers). The reply comes from the scripted
+   LLM at ``--tokens-per-second`` (or the embedded model, ``--llm local``), the same reply
+   to every question (``--scenario``), through the session and its player (the resident
+   engine unless the settings say otherwise). Each question is asked twice in a row,
+   the reply begun early (at the pause, ``early_reply``) and then at the end of the turn.
+   Per turn, after the end of the speech: the VAD's end of speech, the end of the turn,
+   the transcript, the request, the first token, and the first sound at the speakers'
+   device."""
 
 from __future__ import annotations
 

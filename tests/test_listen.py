@@ -195,7 +195,7 @@ def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, tra
 
 def test_the_turn_is_timed_where_the_speech_is(utterances):
     speech = trimmed(read_audio(utterances["question"]))
-    events = detect(np.concatenate([silence(1.0), speech, silence(1.0)]), TurnDetector())
+    events = detect(np.concatenate([silence(1.0), speech, silence(1.5)]), TurnDetector())
     onset, started, pausing, utterance = events
     assert isinstance(started, SpeechStarted) and isinstance(utterance, Utterance)
     assert isinstance(onset, SpeechOnset) and onset.at == started.at  # held, then confirmed
@@ -291,6 +291,18 @@ def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber
         voice.close()
 
 
+# Long enough for Whisper to transcribe the first part before the speech resumes, with
+# four test workers on two cores (0.4 s alone; more than 1.3 s seen in a full run).
+PAUSE = 2.5
+
+
+def with_a_pause(utterances: dict[str, Path]) -> np.ndarray:
+    """The question, a pause of ``PAUSE``, then the follow-up (16 kHz)."""
+    first = trimmed(read_audio(utterances["question"]))
+    second = trimmed(read_audio(utterances["follow_up"]))
+    return np.concatenate([silence(0.5), first, silence(PAUSE), second, silence(0.3)])
+
+
 def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
     room, utterances, transcriber, tmp_path
 ):
@@ -299,12 +311,11 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
     from voicecli.audio.mic import Microphone
     from voicecli.voice_input import Guess, Heard, SpokeOn, VoiceInput
 
-    first = trimmed(read_audio(utterances["question"]))
-    second = trimmed(read_audio(utterances["follow_up"]))
-    # A pause long enough for Whisper to transcribe the first part before speech resumes.
-    audio = np.concatenate([silence(0.5), first, silence(1.6), second, silence(0.3)])
-    path = write_wav(tmp_path / "with-a-pause.wav", audio, SAMPLE_RATE)
-    voice = VoiceInput(transcriber, Microphone(), hangover=2.5, max_seconds=30, guesses=True)
+    path = tmp_path / "with-a-pause.wav"
+    write_wav(path, with_a_pause(utterances), SAMPLE_RATE)
+    voice = VoiceInput(
+        transcriber, Microphone(), hangover=PAUSE + 1.0, max_seconds=30, guesses=True
+    )
     try:
         room.say(path)
         items: list[object] = []
@@ -316,7 +327,7 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
         heard = items[-1]
         assert same_words(heard.text, QUESTION + " " + FOLLOW_UP), heard
         assert items[2].text == heard.text  # the transcript at the last pause, reused
-        assert heard.turned > heard.ended + 2.4  # the hangover still ends the turn
+        assert heard.turned > heard.ended + PAUSE + 0.9  # the hangover still ends the turn
     finally:
         voice.close()
 
@@ -433,11 +444,9 @@ def test_chat_listen_answers_what_it_hears_and_what_is_typed(
 def test_a_reply_begun_at_a_pause_is_dropped_unheard_when_the_user_speaks_on(
     room, utterances, tiny_model_dir, tiny_engine, tmp_path, monkeypatch
 ):
-    first = trimmed(read_audio(utterances["question"]))
-    second = trimmed(read_audio(utterances["follow_up"]))
-    audio = np.concatenate([silence(0.5), first, silence(1.6), second, silence(0.3)])
-    path = write_wav(tmp_path / "with-a-pause.wav", audio, SAMPLE_RATE)
-    monkeypatch.setenv("VOICECLI_LISTEN_HANGOVER", "2.5")  # the pause stays inside the turn
+    path = write_wav(tmp_path / "with-a-pause.wav", with_a_pause(utterances), SAMPLE_RATE)
+    # The pause stays inside the turn.
+    monkeypatch.setenv("VOICECLI_LISTEN_HANGOVER", str(PAUSE + 1.0))
     timelines = tmp_path / "timelines.jsonl"
     monkeypatch.setenv("VOICECLI_TIMELINE_FILE", str(timelines))
     reply = "Here is what I know about that."

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from voicecli.bench.machine import machine_info
 from voicecli.bench.metrics import MODES
@@ -29,6 +29,9 @@ from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.frames import AudioChunk, AudioSink, Sentence, Synthesizer
 from voicecli.timeline import Timeline
+
+if TYPE_CHECKING:
+    from voicecli.sources import ChatClient
 
 SETTLE = 0.3  # seconds of quiet between turns, so one turn's tail is not the next one's start
 
@@ -137,6 +140,21 @@ class TextSource:
     max_tokens: int | None
     description: dict[str, Any]
     socket: str | None = None  # the embedded model's Unix socket
+
+    def client(self, timeout: float) -> ChatClient:
+        """A client of it that never retries: a retried request would hide its time."""
+        from voicecli.sources import ChatClient
+
+        return ChatClient(
+            base_url=self.base_url,
+            api_key=self.api_key,
+            model=self.model,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            timeout=timeout,
+            max_retries=0,
+            socket=self.socket,
+        )
 
 
 def open_text_source(
@@ -253,20 +271,10 @@ def run_trial(
     timeout: float,
 ) -> dict[str, Any]:
     from voicecli.pipeline import TurnOptions
-    from voicecli.sources import ChatClient
 
     cancel = CancelToken()
     timeline = Timeline(label)
-    client = ChatClient(
-        base_url=source.base_url,
-        api_key=source.api_key,
-        model=source.model,
-        temperature=source.temperature,
-        max_tokens=source.max_tokens,
-        timeout=timeout,
-        max_retries=0,
-        socket=source.socket,
-    )
+    client = source.client(timeout)
     usage = measured.begin_turn()
     arrivals: list[float] = []
     watchdog = threading.Timer(timeout, cancel.cancel, args=("timeout",))

@@ -23,7 +23,6 @@ while replies play alone, against the utterances' own level.
 
 from __future__ import annotations
 
-import os
 import queue
 import random
 import statistics
@@ -130,21 +129,13 @@ class _Rig:
     def __init__(self, settings: Settings, room: VirtualRoom, transcriber: Any) -> None:
         from voicecli.audio.echo import EchoCanceller
         from voicecli.audio.mic import Microphone
-        from voicecli.audio.player import Player
         from voicecli.listening import ReplyBargeIn
-        from voicecli.session import Session
         from voicecli.voice_input import VoiceInput
 
         self.closing = ExitStack()
         try:
+            self.user, self.session = room.mouth_and_speakers(settings, self.closing)
             with room.entered():
-                os.environ["PULSE_SINK"] = room.mic
-                self.user = Player(24_000)  # the user's mouth: plays into the microphone
-                self.closing.callback(self.user.close)
-                os.environ["PULSE_SINK"] = room.speakers
-                self.session = self.closing.enter_context(
-                    Session(settings, keys=False, warm_up=True)
-                )
                 sink = self.session.sink
                 if sink is None or not sink.capabilities.monitor:
                     raise VoiceCliError("The barge-in bench plays on a device: drop --no-play.")

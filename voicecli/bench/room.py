@@ -14,13 +14,18 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+
+if TYPE_CHECKING:
+    from voicecli.audio.player import Player
+    from voicecli.session import Session
 
 # The user, in the benches that speak to voicecli: a voice unlike the assistant's.
 USER_VOICE = "jm_kumo"
@@ -93,6 +98,20 @@ class VirtualRoom:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
+
+    def mouth_and_speakers(self, settings: Settings, closing: ExitStack) -> tuple[Player, Session]:
+        """The user's mouth (a player into the microphone, 24 kHz) and the assistant's
+        session on the speakers (warmed up, no keys), both closed by ``closing``."""
+        from voicecli.audio.player import Player
+        from voicecli.session import Session
+
+        with self.entered():
+            os.environ["PULSE_SINK"] = self.mic
+            mouth = Player(24_000)
+            closing.callback(mouth.close)
+            os.environ["PULSE_SINK"] = self.speakers
+            session = closing.enter_context(Session(settings, keys=False, warm_up=True))
+        return mouth, session
 
     def _load(self, args: str) -> str:
         out = subprocess.run(

@@ -19,7 +19,6 @@ first sound, stage by stage.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -99,7 +98,7 @@ def run_voice(
     timeout: float,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    from voicecli.sources import ChatClient
+    from voicecli.bench.ab import open_text_source
 
     transcription = transcribe_espeak(settings, progress)
     questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(trials)]
@@ -107,19 +106,26 @@ def run_voice(
     spoken = speak_as_user(settings, sorted(set(questions)))
     said = dict(zip(sorted(set(questions)), spoken, strict=True))
     with ExitStack() as stack:
-        source = _open_source(stack, settings, llm, reply, tokens_per_second)
+        source = open_text_source(
+            stack,
+            llm=llm,
+            reply=reply,
+            tokens_per_second=tokens_per_second,
+            settings=settings,
+            prompt=QUESTIONS[0],
+        )
         room = VirtualRoom()
         stack.callback(room.close)
         rig = _Rig(settings, room)
         stack.callback(rig.close)
-        client = ChatClient(timeout=timeout, max_retries=0, **source["client"])
+        client = source.client(timeout)
         progress("warm-up turn (not counted)")
-        rig.turn(said[questions[0]], source, client)
+        rig.turn(said[questions[0]], client)
         turns = []
         for i, question in enumerate(questions):
             for mode in MODES:  # alternated, so that the machine's noise falls on both
                 rig.input.voice.guesses = mode == "early"
-                row = rig.turn(said[question], source, client)
+                row = rig.turn(said[question], client)
                 row["said"], row["mode"] = question, mode
                 turns.append(row)
                 v2v = row["ms"].get("first_sound")
@@ -136,7 +142,7 @@ def run_voice(
             "asr_model": settings.asr_model,
             "engine": settings.engine,
         },
-        "llm": source["description"],
+        "llm": source.description,
         "transcription": transcription,
         "order": "each question asked twice: reply begun at a pause (early), then at the "
         "end of the turn",
@@ -199,55 +205,18 @@ def transcribe_espeak(settings: Settings, progress: Callable[[str], None]) -> di
     }
 
 
-def _open_source(
-    stack: ExitStack, settings: Settings, llm: str, reply: ScriptedReply, tokens_per_second: float
-) -> dict[str, Any]:
-    """The LLM the replies come from, as a ChatClient's arguments and a description."""
-    from voicecli.bench.ab import open_text_source
-
-    source = open_text_source(
-        stack,
-        llm=llm,
-        reply=reply,
-        tokens_per_second=tokens_per_second,
-        settings=settings,
-        prompt=QUESTIONS[0],
-    )
-    return {
-        "client": {
-            "base_url": source.base_url,
-            "api_key": source.api_key,
-            "model": source.model,
-            "temperature": source.temperature,
-            "max_tokens": source.max_tokens,
-            "socket": source.socket,
-        },
-        "system": settings.system_prompt,
-        "scripted": source.kind == "scripted",
-        "description": source.description,
-    }
-
-
 class _Rig:
     """The room, the session and the user's input, wired as ``chat --listen`` wires them
     on speakers by default (muted while a reply plays)."""
 
     def __init__(self, settings: Settings, room: VirtualRoom) -> None:
-        from voicecli.audio.player import Player
         from voicecli.listening import UserInput
-        from voicecli.session import Session
 
         self.settings = settings
         self.closing = ExitStack()
         try:
+            self.user, self.session = room.mouth_and_speakers(settings, self.closing)
             with room.entered():
-                os.environ["PULSE_SINK"] = room.mic
-                self.user = Player(24_000)  # the user's mouth: plays into the microphone
-                self.closing.callback(self.user.close)
-                os.environ["PULSE_SINK"] = room.speakers
-                self.session = self.closing.enter_context(
-                    Session(settings, keys=False, warm_up=True)
-                )
                 self.input = UserInput(settings, self.session)
                 self.closing.callback(self.input.close)
         except BaseException:
@@ -257,9 +226,9 @@ class _Rig:
     def close(self) -> None:
         self.closing.close()
 
-    def _ask(self, question: str, source: dict[str, Any], client: Any, pending: Any = None) -> Any:
+    def _ask(self, question: str, client: Any, pending: Any = None) -> Any:
         messages = [
-            {"role": "system", "content": source["system"]},
+            {"role": "system", "content": self.settings.system_prompt},
             {"role": "user", "content": question},
         ]
         return self.session.speak(
@@ -269,7 +238,7 @@ class _Rig:
             pending=pending,
         )
 
-    def turn(self, speech: np.ndarray, source: dict[str, Any], client: Any) -> dict[str, Any]:
+    def turn(self, speech: np.ndarray, client: Any) -> dict[str, Any]:
         """The user says ``speech``; what was heard is asked, as ``chat --listen`` asks
         it (early, at a pause, unless ``early_reply`` is off); the reply plays."""
         from voicecli.frames import AudioChunk
@@ -289,13 +258,13 @@ class _Rig:
                 said = item
                 self.input.before_turn()
                 try:
-                    result = self._ask(said.text, source, client)
+                    result = self._ask(said.text, client)
                 finally:
                     self.input.after_turn()
                 break
             try:
                 result, heard = self.input.reply_early(
-                    item, lambda p, text=item.text: self._ask(text, source, client, p)
+                    item, lambda p, text=item.text: self._ask(text, client, p)
                 )
             finally:
                 self.input.after_turn()

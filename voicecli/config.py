@@ -51,8 +51,8 @@ class Settings:
     # ends the turn with the same words (dropped if the user speaks on).
     early_reply: bool = True
     # Speech while a reply plays interrupts it (on speakers, its echo cancelled first);
-    # otherwise the microphone is muted then. None: with headphones only.
-    barge_in: bool | None = None
+    # otherwise the microphone is muted then.
+    barge_in: bool = True
     headphones: bool = False  # no echo to cancel (barge-in hears the microphone as it is)
     push_to_talk: bool = False  # hear only while Tab is held (noisy rooms)
     # Backpressure: how much work may wait ahead of the listener

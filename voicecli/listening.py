@@ -38,10 +38,6 @@ class Said:
     heard: Heard | None = None
 
 
-def _barge_in(settings: Settings) -> bool:
-    return settings.headphones if settings.barge_in is None else settings.barge_in
-
-
 class ReplyBargeIn:
     """Speech over a reply, with no echo to mistake for it: the reply is held at its
     onset, cut by the same flush as a key once it is a turn, let go on if it was not."""
@@ -81,7 +77,7 @@ class UserInput:
             microphone.close()
             raise
         # Without headphones or a canceller the microphone hears the reply: muted then.
-        self.barge_in = _barge_in(settings) and (settings.headphones or echo is not None)
+        self.barge_in = settings.barge_in and (settings.headphones or echo is not None)
         push_to_talk = settings.push_to_talk
         if push_to_talk and self.keys is None:
             display.error("Push-to-talk needs a terminal to read Tab from: listening hands-free.")
@@ -111,7 +107,7 @@ class UserInput:
         """On speakers, a canceller fed with what the player plays; None when there is no
         echo to cancel (headphones, a file) or barge-in is off."""
         sink = self.session.sink
-        if not _barge_in(settings) or settings.headphones or sink is None:
+        if not settings.barge_in or settings.headphones or sink is None:
             return None
         if not sink.capabilities.monitor:
             return None

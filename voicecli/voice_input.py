@@ -7,9 +7,10 @@ of ``heard`` as ``Heard`` items; silence and noise that Whisper makes no words o
 do.
 
 While the assistant speaks, the microphone also hears the speakers. On speakers an echo
-canceller (``echo``) takes them out of what the microphone hears; with headphones there
+canceller (``echo``) takes them out of what the microphone hears, and a frame no louder
+than their echo is heard as silence, whatever AEC3 leaked of it; with headphones there
 is no echo to take out. Either way speech that starts while a reply plays is a barge-in
-(``barge_in``): its onset (0.1 s of it) holds the reply, which is cut once the speech
+(``barge_in``): its onset (two frames of it) holds the reply, which is cut once the speech
 lasts long enough to be a turn, or goes on if it was not. With neither, the input is muted for the
 turn and a short tail after it (``mute``).
 """
@@ -218,7 +219,10 @@ class VoiceInput:
                     if not self._was_held:
                         self.vad.reset()
                         self._was_held = True
-                self._handle(self.turns.push(samples, self.vad(samples)), frame.at)
+                probability = self.vad(samples)  # always: its state follows the stream
+                if self.echo is not None and self.echo.only_echo:
+                    probability = 0.0  # what AEC3 leaked is the assistant's voice
+                self._handle(self.turns.push(samples, probability), frame.at)
         except VoiceCliError as exc:
             self.heard.put(InputFailed(str(exc)))
         except Exception as exc:  # noqa: BLE001 - never die silently: typed input goes on

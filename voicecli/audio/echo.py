@@ -8,6 +8,17 @@ with the time their first sample was captured. AEC3 takes one 10 ms far frame be
 each 10 ms near frame and finds the delay between them itself, within a few hundred ms.
 The two are paired here by those timestamps, not by arrival, so that a microphone reader
 that falls behind (a busy CPU) does not stretch the delay past what AEC3 can find.
+
+AEC3 still leaks now and then (its delay moves, a reply starts after a flush), and what
+leaks is the assistant's voice, which a VAD takes for the user's. So the canceller also
+says whether the microphone heard anything louder than the echo it expects of what just
+played (``only_echo``): how loud the room returns the speakers is learnt from what AEC3
+took out, and the user, nearer the microphone than the speakers are, is louder than that.
+This is the level test of a double-talk detector (Geigel's, on energies), and it does
+not depend on AEC3 having got the delay right. The other way round, AEC3's suppressor
+takes the first tens of ms of speech over a reply for echo: where the microphone is far
+louder than any echo could be, the user is what it heard, and its own samples are
+returned instead (a VAD sees the speech sooner, and Whisper hears its first syllable).
 """
 
 from __future__ import annotations
@@ -43,6 +54,16 @@ WINDOW = 0.5
 TAIL = 0.3
 PLAYING = -50.0  # dBFS: a far frame louder than this is the speakers playing
 KEEP_PLAYED = 1000  # far blocks waiting for the microphone at most (20 s of 20 ms blocks)
+# Only echo: a near frame no louder than the loudest far frame of the last ECHO_SPAN
+# seconds (the room's delay and reverberation are within it), times the room's echo
+# return (learnt: a high percentile of near over far, over the last ERL_FRAMES frames
+# that AEC3 took at least SETTLED_ERLE out of, so they held no user), plus USER_MARGIN.
+ECHO_SPAN = 0.3
+ERL_FRAMES = 500
+ERL_MIN_FRAMES = 20
+ERL_PERCENTILE = 75
+USER_MARGIN = 3.0  # dB
+USER_DOMINANT = 10.0  # dB over the echo expected: the microphone's own samples are the user
 INSTALL = "Echo cancellation needs livekit: pip install 'voicecli[listen]'."
 
 
@@ -68,14 +89,22 @@ class EchoCanceller:
         self._near_at: float | None = None  # when _near[0] was captured
         self._far_offsets: deque[float] = deque(maxlen=SETTLE)
         self._near_offsets: deque[float] = deque(maxlen=SETTLE)
-        # Near frames come out 10 ms late, so that every call returns as many as it got.
+        # Near frames come out 10 ms late, so that every call returns as many as it got
+        # (cleaned, and as they were).
         self._out = np.zeros(FRAME, np.float32)
+        self._raw = np.zeros(FRAME, np.float32)
         self.converged = False  # AEC3 has adapted to the room (stays so)
         self.converged_at: float | None = None  # the near time it did
         self.settled = True  # what the last call returned carries no echo to fear
         self._window = [0.0, 0.0, 0]  # energy in and out, frames: while playing, unconverged
         self._good_windows = 0
         self._loud_until = float("-inf")  # when the speakers last played something
+        self._far_energy: deque[float] = deque(maxlen=round(ECHO_SPAN * 100))
+        self._returns: deque[float] = deque(maxlen=ERL_FRAMES)  # dB, near over far
+        self._echo_return: float | None = None  # dB: the room's, once learnt
+        self._learnt = 0  # frames it was learnt from
+        self.only_echo = False  # the last call's frames held nothing louder than the echo
+        # (nothing of the user's: a frame for a VAD to hear as silence)
 
     def played(self, block: np.ndarray, at: float) -> None:
         """A block the speakers play from ``at`` on (called on the audio thread)."""
@@ -83,7 +112,7 @@ class EchoCanceller:
 
     def __call__(self, samples: np.ndarray, at: float) -> np.ndarray:
         """The microphone's ``samples`` (16 kHz, the first captured at ``at``) without
-        the speakers' echo, 10 ms late."""
+        the speakers' echo, 10 ms late (or as they were, where the user drowns it)."""
         with self._lock:
             self._take_played()
             if self._near_at is None:
@@ -91,7 +120,8 @@ class EchoCanceller:
             else:
                 self._near_at += _drift(self._near_offsets, at - self._near_end())
             self._near = np.concatenate([self._near, samples])
-            cleaned = [self._out]
+            cleaned, raw = [self._out], [self._raw]
+            near_energy, loudest_far, frames = 0.0, 0.0, 0
             while len(self._near) >= FRAME:
                 chunk, self._near = self._near[:FRAME], self._near[FRAME:]
                 far = self._far_frame(self._near_at)
@@ -100,18 +130,43 @@ class EchoCanceller:
                 self._apm.process_stream(near)
                 out = np.frombuffer(near.data, np.int16).astype(np.float32) / 32768
                 self._judge(far, chunk, out)
+                near_energy += float(np.mean(np.square(chunk, dtype=np.float64)))
+                loudest_far = max(loudest_far, max(self._far_energy))
+                frames += 1
                 cleaned.append(out)
+                raw.append(chunk)
                 self._near_at += FRAME / RATE
             self.settled = self.converged or self._near_at - self._loud_until > TAIL
-            out = np.concatenate(cleaned)
-            self._out = out[len(samples) :]
+            over = self._over_echo(near_energy / frames, loudest_far) if frames else None
+            if frames:
+                self.only_echo = over is not None and over <= USER_MARGIN
+            out, mic = np.concatenate(cleaned), np.concatenate(raw)
+            self._out, self._raw = out[len(samples) :], mic[len(samples) :]
+            if over is not None and over >= USER_DOMINANT:
+                return mic[: len(samples)]
             return out[: len(samples)]
 
+    def _over_echo(self, near_energy: float, loudest_far: float) -> float | None:
+        """How many dB the microphone was louder than the echo expected of what the
+        speakers just played; None if they played nothing, or the room is not learnt."""
+        if self._echo_return is None or _db(loudest_far) <= PLAYING:
+            return None
+        return _db(near_energy) - _db(loudest_far) - self._echo_return
+
     def _judge(self, far: np.ndarray, near: np.ndarray, out: np.ndarray) -> None:
-        """Whether AEC3 has adapted yet, from what it made of a frame played aloud."""
-        if _db(np.mean(np.square(far))) <= PLAYING:
+        """Whether AEC3 has adapted yet, and how loud the room returns the speakers, from
+        what it made of a frame played aloud."""
+        far_energy = float(np.mean(np.square(far, dtype=np.float64)))
+        self._far_energy.append(far_energy)
+        if _db(far_energy) <= PLAYING:
             return
         self._loud_until = self._near_at + FRAME / RATE
+        near_energy = float(np.mean(np.square(near, dtype=np.float64)))
+        if _db(near_energy) - _db(float(np.mean(np.square(out, dtype=np.float64)))) >= SETTLED_ERLE:
+            self._returns.append(_db(near_energy) - _db(max(self._far_energy)))
+            self._learnt += 1
+            if len(self._returns) >= ERL_MIN_FRAMES and self._learnt % 10 == 0:
+                self._echo_return = float(np.percentile(self._returns, ERL_PERCENTILE))
         if self.converged:
             return
         window = self._window

@@ -99,8 +99,7 @@ def check_speakable(text: str, code: str) -> None:
     "--barge-in/--no-barge-in",
     default=None,
     help="With --listen: speaking interrupts the reply (on speakers, its echo is "
-    "cancelled first), or the microphone is muted while it plays. Default: with "
-    "--headphones only.",
+    "cancelled first; the default), or the microphone is muted while it plays.",
 )
 @click.option(
     "--headphones/--no-headphones",

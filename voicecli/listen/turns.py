@@ -79,7 +79,7 @@ class TurnDetector:
         threshold: float = 0.5,
         pre_roll: float = 0.25,
         early: float = 0.3,
-        onset: float = 0.1,
+        onset: float = 0.064,
     ) -> None:
         self.threshold = threshold
         # Hysteresis, as Silero's own segmenter does: a frame stays speech down to this.
@@ -87,8 +87,8 @@ class TurnDetector:
         self.hangover_frames = max(1, round(hangover / FRAME_SECONDS))
         self.max_frames = max(1, round(max_seconds / FRAME_SECONDS))
         self.min_frames = max(1, round(min_speech / FRAME_SECONDS))
-        # A reply is held after this much speech: at the first frame, the residue of a
-        # cancelled echo would stutter it every few seconds (bench --barge-in).
+        # A reply is held after this much speech (two frames): one frame of a click or a
+        # breath would stutter it.
         self.onset_frames = min(self.min_frames, max(1, round(onset / FRAME_SECONDS)))
         self.tail_frames = round(0.2 / FRAME_SECONDS)  # silence kept after the speech
         # Silence after which the turn so far is handed on as Pausing (never after the

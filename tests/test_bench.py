@@ -300,7 +300,7 @@ def test_a_soak_of_long_and_odd_texts_leaves_the_server_near_its_baseline(real_m
     from voicecli.bench.soak import GOAL_MIB, MIX, run_soak
 
     settings = Settings(voice="jf_alpha", lang="a", model_dir=real_model_dir)
-    short = MIX[: [kind for kind, _ in MIX].index("hash") + 1]  # up to the first long text
+    short = MIX[: [kind for kind, _ in MIX].index("unbroken-word") + 1]  # to the first long text
     result = run_soak(
         settings, seconds=0, idle=2, output_dir=tmp_path, progress=lambda _: None, mix=short
     )

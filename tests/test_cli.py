@@ -296,6 +296,7 @@ def voicecli(*args, **kw) -> subprocess.Popen:
     )
 
 
+@pytest.mark.usefixtures("through_engine")  # as users run it: a thin client
 @pytest.mark.long
 def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, fresh_capture):
     device, capture = fresh_capture
@@ -318,6 +319,7 @@ def test_piped_stdin_is_spoken_before_eof(tiny_model_dir, fresh_capture):
         proc.kill()
 
 
+@pytest.mark.usefixtures("through_engine")  # as users run it: a thin client
 def test_invalid_utf8_on_stdin_is_reported_after_speaking_the_valid_part(tiny_model_dir, tmp_path):
     out = tmp_path / "x.wav"
     proc = voicecli("say", *tiny_args(tiny_model_dir, "-o", str(out)))
@@ -328,6 +330,7 @@ def test_invalid_utf8_on_stdin_is_reported_after_speaking_the_valid_part(tiny_mo
     assert read_wav(out)[0].size > 0, "the valid text before the bad byte was lost"
 
 
+@pytest.mark.usefixtures("through_engine")  # as users run it: a thin client
 def test_huge_single_line_starts_speaking_and_quits_cleanly(tiny_model_dir, tmp_path):
     out = tmp_path / "x.wav"
     line = ("word " * 40_000).encode() + b"\n"
@@ -355,6 +358,7 @@ def test_huge_single_line_starts_speaking_and_quits_cleanly(tiny_model_dir, tmp_
     assert b"Traceback" not in err
 
 
+@pytest.mark.usefixtures("through_engine")  # as users run it: a thin client
 def test_say_with_empty_stdin(tiny_model_dir, tmp_path):
     proc = subprocess.run(
         [

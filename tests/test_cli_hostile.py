@@ -39,6 +39,7 @@ def error_line(result) -> str:
     return lines[0]
 
 
+@pytest.mark.usefixtures("through_engine")  # as users run it: a thin client
 @pytest.mark.parametrize(
     "output, words", [("/dev/full", "No space left"), ("/proc/version", "Cannot write")]
 )
@@ -82,6 +83,7 @@ def test_serve_refuses_a_port_that_is_not_one(port):
     assert result.returncode == 2 and "port" in result.stderr.lower()
 
 
+@pytest.mark.usefixtures("through_engine")  # as users run it: a thin client
 def test_an_llm_server_that_never_answers_is_reported_soon(tiny_model_dir, tmp_path):
     with SilentServer() as llm:
         result = voicecli(
@@ -92,6 +94,7 @@ def test_an_llm_server_that_never_answers_is_reported_soon(tiny_model_dir, tmp_p
     assert result.seconds < 30  # 2 s, plus start-up
 
 
+@pytest.mark.usefixtures("through_engine")  # as users run it: a thin client
 @pytest.mark.parametrize("how, words", [("cut", "was cut off"), ("drop", "broke off")])
 def test_a_reply_cut_off_mid_stream_is_said_and_what_came_is_spoken(
     tiny_model_dir, tmp_path, how, words

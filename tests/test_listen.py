@@ -203,7 +203,9 @@ def test_the_turn_is_timed_where_the_speech_is(utterances):
     assert isinstance(pausing, Pausing)
     early = pausing.utterance
     assert (early.start, early.end) == (utterance.start, utterance.end)
-    assert np.array_equal(early.audio, utterance.audio)
+    assert 0 < len(utterance.audio) - len(early.audio) <= 0.2 * SAMPLE_RATE  # less silence
+    assert np.array_equal(early.audio, utterance.audio[: len(early.audio)])
+    assert pausing.utterance.seconds < utterance.seconds
     assert abs(started.at - 1.0) < 0.1  # Silero's edges are within a few frames
     assert abs(utterance.end - (1.0 + len(speech) / SAMPLE_RATE)) < 0.15
     assert utterance.start == started.at and not utterance.capped
@@ -729,7 +731,7 @@ def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
                     heard[name].append((type(event).__name__, start / SAMPLE_RATE))
     leak = slice(jump_at, jump_at + SAMPLE_RATE // 2)
     taken_out = level_db(mic[leak]) - level_db(np.concatenate(out)[160:][leak])
-    assert taken_out < 10  # AEC3 lost the echo for a while...
+    assert taken_out < 15  # AEC3 lost the echo for a while (60-70 dB once learnt)...
     assert [at for name, at in heard["ungated"] if name == "SpeechStarted"][0] < 8.0  # ...a turn
     (onset, onset_at), (started, started_at) = heard["gated"]
     assert (onset, started) == ("SpeechOnset", "SpeechStarted")

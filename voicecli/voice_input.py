@@ -128,7 +128,7 @@ class VoiceInput:
         self.guesses = guesses
         # The pause whose transcript may still become a Guess, and whether one did: the
         # two threads decide under the lock, so SpokeOn never comes before its Guess.
-        self._pause: tuple[float, int] | None = None
+        self._pause: tuple[float, float] | None = None
         self._guessed = False
         self._guess_lock = threading.Lock()
         self.level_db = SILENT_DB  # the last frame's (echo taken out), for a meter
@@ -144,7 +144,7 @@ class VoiceInput:
         # (utterance, when its speech ended, when its turn did, final): a Pausing's turn
         # is transcribed while the hangover runs, and reused if the turn ends as it was.
         self._utterances: queue.Queue[tuple[Utterance, float, float, bool] | None] = queue.Queue(8)
-        self._early: tuple[tuple[float, int], Transcript] | None = None
+        self._early: tuple[tuple[float, float], Transcript] | None = None
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._listen, name="voicecli-mic", daemon=True),
@@ -259,7 +259,7 @@ class VoiceInput:
                     barge_in.confirmed()
             elif isinstance(event, Pausing):
                 with self._guess_lock:
-                    self._pause = (event.utterance.start, len(event.utterance.audio))
+                    self._pause = _speech(event.utterance)
                 try:
                     self._utterances.put_nowait((event.utterance, 0.0, 0.0, False))
                 except queue.Full:
@@ -279,7 +279,7 @@ class VoiceInput:
                 self.heard.put(SpokeOn())
             self._pause, self._guessed = None, False
 
-    def _guess(self, key: tuple[float, int], transcript: Transcript) -> None:
+    def _guess(self, key: tuple[float, float], transcript: Transcript) -> None:
         """A pause's transcript, if the pause is still the last thing heard."""
         self._early = (key, transcript)
         if not self.guesses or not WORD.search(transcript.text):
@@ -309,7 +309,11 @@ class VoiceInput:
             if item is None:
                 return
             utterance, ended, turned, final = item
-            key = (utterance.start, len(utterance.audio))
+            key = _speech(utterance)
+            if not final:
+                with self._guess_lock:
+                    if self._pause != key:
+                        continue  # the user spoke on while it waited: a stale pause
             try:
                 if self._early is not None and self._early[0] == key:
                     transcript = self._early[1]  # the turn ended as it was when paused
@@ -341,3 +345,9 @@ class VoiceInput:
                 )
             else:
                 log.info("no words in %.1f s of sound", utterance.seconds)
+
+
+def _speech(utterance: Utterance) -> tuple[float, float]:
+    """Which speech an utterance holds: a pause's and the turn's are the same speech if
+    nothing was said after the pause (the turn's has more silence after it)."""
+    return utterance.start, utterance.end

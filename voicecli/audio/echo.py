@@ -112,7 +112,8 @@ class EchoCanceller:
 
     def __call__(self, samples: np.ndarray, at: float) -> np.ndarray:
         """The microphone's ``samples`` (16 kHz, the first captured at ``at``) without
-        the speakers' echo, 10 ms late (or as they were, where the user drowns it)."""
+        the speakers' echo, 10 ms late (as they were where there is no echo, or the user
+        drowns it)."""
         with self._lock:
             self._take_played()
             if self._near_at is None:
@@ -142,7 +143,10 @@ class EchoCanceller:
                 self.only_echo = over is not None and over <= USER_MARGIN
             out, mic = np.concatenate(cleaned), np.concatenate(raw)
             self._out, self._raw = out[len(samples) :], mic[len(samples) :]
-            if over is not None and over >= USER_DOMINANT:
+            # Nothing played within ECHO_SPAN: no echo to take out, and AEC3's output
+            # (high-pass, comfort noise) would only move where a VAD hears speech end.
+            quiet = _db(loudest_far) <= PLAYING
+            if quiet or (over is not None and over >= USER_DOMINANT):
                 return mic[: len(samples)]
             return out[: len(samples)]
 

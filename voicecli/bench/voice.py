@@ -7,8 +7,8 @@ first sound, stage by stage.
 2. **Voice to voice.** Questions spoken by Kokoro in ``USER_VOICE`` are played into a
    virtual microphone (``bench/room.py``) by a player of their own, whose DAC timestamps
    say when each one's speech ends at the microphone's device. ``chat --listen``'s own
-   input hears them (``listening.UserInput``: Silero VAD, the turn detector, Whisper, the
-   microphone muted while a reply plays on speakers). The reply comes from the scripted
+   input hears them (``listening.UserInput``: the echo canceller, Silero VAD, the turn
+   detector, Whisper, barge-in, as on speakers by default). The reply comes from the scripted
    LLM at ``--tokens-per-second`` (or the embedded model, ``--llm local``), the same reply
    to every question (``--scenario``), through the session and its player (the resident
    engine unless the settings say otherwise). Each question is asked twice in a row,
@@ -207,7 +207,7 @@ def transcribe_espeak(settings: Settings, progress: Callable[[str], None]) -> di
 
 class _Rig:
     """The room, the session and the user's input, wired as ``chat --listen`` wires them
-    on speakers by default (muted while a reply plays)."""
+    on speakers by default (the echo canceller, barge-in)."""
 
     def __init__(self, settings: Settings, room: VirtualRoom) -> None:
         from voicecli.listening import UserInput

@@ -42,8 +42,9 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class Pausing:
-    """The user paused: ``utterance`` is the turn as it will be if no more speech comes
-    before the hangover ends it (so it can be transcribed meanwhile)."""
+    """The user paused: ``utterance`` is the turn's speech as it will be if no more comes
+    before the hangover ends it (the same start and end; less silence after it), so it
+    can be transcribed meanwhile."""
 
     utterance: Utterance
 
@@ -78,7 +79,7 @@ class TurnDetector:
         min_speech: float = 0.25,
         threshold: float = 0.5,
         pre_roll: float = 0.25,
-        early: float = 0.3,
+        early: float = 0.1,
         onset: float = 0.064,
     ) -> None:
         self.threshold = threshold
@@ -91,9 +92,9 @@ class TurnDetector:
         # breath would stutter it.
         self.onset_frames = min(self.min_frames, max(1, round(onset / FRAME_SECONDS)))
         self.tail_frames = round(0.2 / FRAME_SECONDS)  # silence kept after the speech
-        # Silence after which the turn so far is handed on as Pausing (never after the
-        # hangover, and not before the tail it keeps is there).
-        self.early_frames = max(self.tail_frames, round(early / FRAME_SECONDS))
+        # Silence after which the turn so far is handed on as Pausing, with the silence
+        # heard so far (Whisper needs no more): the sooner, the sooner its transcript.
+        self.early_frames = max(1, round(early / FRAME_SECONDS))
         self._before: deque[np.ndarray] = deque(maxlen=max(1, round(pre_roll / FRAME_SECONDS)))
         self._frames: list[np.ndarray] = []  # the turn so far, pre-roll included
         self._speech = 0  # frames of speech in the turn

@@ -63,6 +63,7 @@ ERL_FRAMES = 500
 ERL_MIN_FRAMES = 20
 ERL_PERCENTILE = 75
 USER_MARGIN = 3.0  # dB
+LEARN_SPAN = 6.0  # dB over the echo return learnt so far that a frame may still teach
 USER_DOMINANT = 10.0  # dB over the echo expected: the microphone's own samples are the user
 INSTALL = "Echo cancellation needs livekit: pip install 'voicecli[listen]'."
 
@@ -166,8 +167,15 @@ class EchoCanceller:
             return
         self._loud_until = self._near_at + FRAME / RATE
         near_energy = float(np.mean(np.square(near, dtype=np.float64)))
-        if _db(near_energy) - _db(float(np.mean(np.square(out, dtype=np.float64)))) >= SETTLED_ERLE:
-            self._returns.append(_db(near_energy) - _db(max(self._far_energy)))
+        taken_out = _db(near_energy) - _db(float(np.mean(np.square(out, dtype=np.float64))))
+        returned = _db(near_energy) - _db(max(self._far_energy))
+        # Not from a frame far louder than the echo learnt so far: AEC3 also takes the
+        # onset of the user's speech over a reply out, and learning from that would
+        # raise the echo expected until the user is judged echo.
+        if taken_out >= SETTLED_ERLE and (
+            self._echo_return is None or returned <= self._echo_return + LEARN_SPAN
+        ):
+            self._returns.append(returned)
             self._learnt += 1
             if len(self._returns) >= ERL_MIN_FRAMES and self._learnt % 10 == 0:
                 self._echo_return = float(np.percentile(self._returns, ERL_PERCENTILE))

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def llama_servers() -> set[int]:
+    """The embedded LLM servers this process started (other workers start their own)."""
     pids = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -26,10 +27,10 @@ def llama_servers() -> set[int]:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmd = f.read()
             with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+                state, parent = f.read().rsplit(")", 1)[1].split()[:2]
         except OSError:
             continue
-        if b"voicecli.llm_process" in cmd and state != "Z":
+        if b"voicecli.llm_process" in cmd and state != "Z" and int(parent) == os.getpid():
             pids.add(int(entry))
     return pids
 

@@ -416,6 +416,20 @@ class ListeningChat:
             self.proc.wait()
 
 
+def asked_the_follow_up(llm: ScriptedLLM, chat: ListeningChat) -> str:
+    """The user barged in with the follow-up: it is the next question, after what was
+    heard of the interrupted reply (returned)."""
+    deadline = time.monotonic() + 30
+    while len(llm.requests) < 2:
+        assert time.monotonic() < deadline, chat.lines
+        time.sleep(0.05)
+    messages = llm.requests[1].messages
+    assert same_words(messages[-1]["content"], FOLLOW_UP), messages[-1]
+    kept = messages[-2]["content"]  # what the user heard of the first reply, only
+    assert messages[-2]["role"] == "assistant" and "interrupted" in kept
+    return kept
+
+
 def test_chat_listen_answers_what_it_hears_and_what_is_typed(
     room, utterances, tiny_model_dir, tiny_engine
 ):
@@ -516,14 +530,7 @@ def test_on_speakers_the_echo_is_not_taken_for_the_user_but_the_user_interrupts(
             assert level > -45 and a_turn  # about 6 dB under the user, and a turn's start
             assert len(llm.requests) == 1, chat.lines  # none of it taken for the user
             room.say(utterances["follow_up"])  # barge in
-            deadline = time.monotonic() + 30
-            while len(llm.requests) < 2:
-                assert time.monotonic() < deadline, chat.lines
-                time.sleep(0.05)
-            messages = llm.requests[1].messages
-            assert same_words(messages[-1]["content"], FOLLOW_UP), messages[-1]
-            kept = messages[-2]["content"]  # what the user heard of the first reply, only
-            assert messages[-2]["role"] == "assistant" and "interrupted" in kept
+            kept = asked_the_follow_up(llm, chat)
             assert len(kept) < len(reply), kept
             chat.wait_for("Short.")
             time.sleep(1.0)
@@ -552,14 +559,7 @@ def test_with_headphones_speaking_interrupts_the_reply(
             llm.script = Script.from_text("Short.", 100)  # the next reply
             time.sleep(2.0)  # the long reply is playing
             room.say(utterances["follow_up"])  # barge in
-            deadline = time.monotonic() + 30
-            while len(llm.requests) < 2:
-                assert time.monotonic() < deadline, chat.lines
-                time.sleep(0.05)
-            messages = llm.requests[1].messages
-            assert same_words(messages[-1]["content"], FOLLOW_UP), messages[-1]
-            kept = messages[-2]["content"]  # what the user heard of the first reply, only
-            assert messages[-2]["role"] == "assistant" and "interrupted" in kept
+            kept = asked_the_follow_up(llm, chat)
             assert len(kept) < len(long_reply) / 2, kept
             assert chat.quit() == 0
         finally:

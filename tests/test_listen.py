@@ -523,11 +523,15 @@ def test_on_speakers_the_echo_is_not_taken_for_the_user_but_the_user_interrupts(
             while not llm.requests:
                 time.sleep(0.02)
             llm.script = Script.from_text("Short.", 100)  # the next reply
-            deadline = time.monotonic() + 30  # the real weights load in-process, under load
-            while hear(1.0)[0] <= -45:  # until the reply's echo reaches the microphone
-                assert time.monotonic() < deadline, chat.lines
-            level, a_turn = hear(4.0)  # the reply plays on meanwhile, echoing
-            assert level > -45 and a_turn  # about 6 dB under the user, and a turn's start
+            # The reply's echo reaches the microphone, about 6 dB under the user and a
+            # turn's start to an unguarded VAD (waited for: under load the real weights,
+            # in-process, start late, and a window can fall between two sentences).
+            deadline = time.monotonic() + 30
+            while True:
+                level, a_turn = hear(2.0)
+                if level > -45 and a_turn:
+                    break
+                assert time.monotonic() < deadline, (level, a_turn, chat.lines)
             assert len(llm.requests) == 1, chat.lines  # none of it taken for the user
             room.say(utterances["follow_up"])  # barge in
             kept = asked_the_follow_up(llm, chat)

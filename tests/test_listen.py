@@ -313,15 +313,19 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
     from voicecli.audio.mic import Microphone
     from voicecli.voice_input import Guess, Heard, SpokeOn, VoiceInput
 
-    path = tmp_path / "with-a-pause.wav"
-    write_wav(path, with_a_pause(utterances), SAMPLE_RATE)
-    voice = VoiceInput(
-        transcriber, Microphone(), hangover=PAUSE + 1.0, max_seconds=30, guesses=True
-    )
+    question, follow_up = tmp_path / "question.wav", tmp_path / "follow-up.wav"
+    first, second = (trimmed(read_audio(utterances[name])) for name in ("question", "follow_up"))
+    write_wav(question, np.concatenate([silence(0.5), first]), SAMPLE_RATE)
+    write_wav(follow_up, np.concatenate([second, silence(0.3)]), SAMPLE_RATE)
+    hangover = 4.0
+    voice = VoiceInput(transcriber, Microphone(), hangover=hangover, max_seconds=30, guesses=True)
     try:
-        room.say(path)
-        items: list[object] = []
-        while not items or not isinstance(items[-1], Heard):
+        room.say(question)
+        # The user speaks on once the guess is out (a guess Whisper finishes after the
+        # user spoke on is rightly dropped, and under load Whisper can take seconds).
+        items: list[object] = [voice.heard.get(timeout=30)]
+        room.say(follow_up)
+        while not isinstance(items[-1], Heard):
             items.append(voice.heard.get(timeout=30))
         kinds = [type(item) for item in items]
         assert kinds == [Guess, SpokeOn, Guess, Heard], items
@@ -329,7 +333,7 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
         heard = items[-1]
         assert same_words(heard.text, QUESTION + " " + FOLLOW_UP), heard
         assert items[2].text == heard.text  # the transcript at the last pause, reused
-        assert heard.turned > heard.ended + PAUSE + 0.9  # the hangover still ends the turn
+        assert heard.turned > heard.ended + hangover - 0.1  # the hangover still ends the turn
     finally:
         voice.close()
 
@@ -514,7 +518,7 @@ def test_on_speakers_the_echo_is_not_taken_for_the_user_but_the_user_interrupts(
     )
     with ScriptedLLM(Script.from_text(reply, 100)) as llm:
         chat = ListeningChat(
-            room, llm, real_model_dir, "--voice", "jf_alpha", "--lang", "a", "--timings"
+            room, llm, real_model_dir, "--voice", "jf_alpha", "--lang", "a", "--timings", "-v"
         )
         try:
             chat.wait_for(r"^Listening on .*its echo is cancelled")
@@ -533,6 +537,9 @@ def test_on_speakers_the_echo_is_not_taken_for_the_user_but_the_user_interrupts(
                     break
                 assert time.monotonic() < deadline, (level, a_turn, chat.lines)
             assert len(llm.requests) == 1, chat.lines  # none of it taken for the user
+            # Until the canceller has learnt the room the microphone is muted while a
+            # reply plays (under load that can take a while into the reply).
+            chat.wait_for("echo canceller converged")
             room.say(utterances["follow_up"])  # barge in
             kept = asked_the_follow_up(llm, chat)
             assert len(kept) < len(reply), kept

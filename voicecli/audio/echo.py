@@ -23,6 +23,7 @@ returned instead (a VAD sees the speech sooner, and Whisper hears its first syll
 
 from __future__ import annotations
 
+import logging
 import statistics
 import threading
 from collections import deque
@@ -32,6 +33,8 @@ import numpy as np
 from voicecli.audio.resample import Resampler
 from voicecli.errors import VoiceCliError
 from voicecli.frames import HEARING_RATE as RATE
+
+log = logging.getLogger(__name__)
 
 FRAME = RATE // 100  # AEC3 works on 10 ms
 # Both streams are timed by counting their samples from a first timestamp: the times a
@@ -194,6 +197,8 @@ class EchoCanceller:
         self.converged = self._good_windows >= 2
         if self.converged:
             self.converged_at = self._near_at
+            # Until now a reply could not be talked over: say when that changed.
+            log.debug("echo canceller converged: replies can be talked over")
         self._window = [0.0, 0.0, 0]
 
     def _near_end(self) -> float:

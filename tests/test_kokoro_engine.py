@@ -13,7 +13,14 @@ import torch
 from voicecli.bench import quality as bench_quality
 from voicecli.errors import VoiceCliError
 from voicecli.tts import kokoro_engine, torch_thread
-from voicecli.tts.kokoro_engine import KOKORO_VERSION, Statistics, check_model, resolve_precision
+from voicecli.tts.kokoro_engine import (
+    KOKORO_VERSION,
+    KokoroEngine,
+    PooledStatistics,
+    RecordingStatistics,
+    check_model,
+    resolve_precision,
+)
 
 TEXT = "Hello there, this is a test of the decoder."
 
@@ -46,9 +53,9 @@ def test_whole_decode_is_kokoros_own_forward_pass(tiny_synth):
 def test_parts_with_the_whole_statistics_are_exact_and_tile(tiny_synth, utterance, ends):
     engine = tiny_synth.engine
     whole = engine.decode(utterance, 0, utterance.frames)
-    stats = Statistics.record()
-    engine.decode(utterance, 0, utterance.frames, stats)
-    stats.mode = "fixed"
+    recorder = RecordingStatistics()
+    engine.decode(utterance, 0, utterance.frames, recorder)
+    stats = recorder.fixed()
     bounds = [0] + [e or utterance.frames for e in ends]
     parts = [
         engine.decode(utterance, a, b, stats) for a, b in zip(bounds, bounds[1:], strict=False)
@@ -63,7 +70,7 @@ def test_parts_with_their_own_statistics_differ_but_tile(tiny_synth, utterance):
     engine = tiny_synth.engine
     whole = engine.decode(utterance, 0, utterance.frames)
     half = utterance.frames // 2
-    stats = Statistics("pooled")
+    stats = PooledStatistics()
     parts = [
         engine.decode(utterance, 0, half, stats),
         engine.decode(utterance, half, utterance.frames, stats),
@@ -78,20 +85,35 @@ def test_a_part_that_holds_the_statistics_continues_the_one_before_it_with_no_se
     tiny_synth, utterance
 ):
     engine = tiny_synth.engine
-    stats = Statistics("pooled")
+    stats = PooledStatistics()
     window = engine.decode(utterance, 0, 30, stats)
     stats.hold = True
     rest = engine.decode(utterance, 30, utterance.frames, stats)
     # One decode of both, normalised as the window was (over itself and its context).
-    as_window = Statistics.record()
+    as_window = RecordingStatistics()
     engine.decode(utterance, 0, 30, as_window)
-    as_window.mode = "fixed"
-    both = engine.decode(utterance, 0, utterance.frames, as_window)
+    both = engine.decode(utterance, 0, utterance.frames, as_window.fixed())
     np.testing.assert_allclose(np.concatenate([window, rest]), both, atol=1e-4)
     # Without holding, the rest is normalised over itself too: a seam.
-    stats = Statistics("pooled")
+    stats = PooledStatistics()
     engine.decode(utterance, 0, 30, stats)
     assert not np.allclose(engine.decode(utterance, 30, utterance.frames, stats), rest, atol=1e-3)
+
+
+def test_a_second_engine_on_the_same_model_leaves_the_first_decoding_as_before(
+    tiny_synth, utterance
+):
+    first = tiny_synth.engine
+    recorder = RecordingStatistics()
+    first.decode(utterance, 0, 30, recorder)
+    held = recorder.fixed()  # the first 30 frames' statistics, for the whole
+    before = first.decode(utterance, 0, utterance.frames, held)
+    assert not np.allclose(first.decode(utterance, 0, utterance.frames), before, atol=1e-4)
+    second = torch_thread.run(KokoroEngine, first.model)
+    for engine in (first, second):
+        np.testing.assert_allclose(
+            engine.decode(utterance, 0, utterance.frames, held), before, atol=1e-5
+        )
 
 
 def test_bfloat16_convolutions_stay_close_to_float32_and_leave_float32_alone(tiny_synth, utterance):

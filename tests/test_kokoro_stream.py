@@ -18,7 +18,8 @@ from voicecli.tts.kokoro_local import (
     KokoroSynthesizer,
     split_phonemes,
 )
-from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, CostModel
+from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, CostModel, CutKind
+from voicecli.tts.steps import AudioPart, TextStaged
 
 SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "And a second.")]
 
@@ -102,9 +103,9 @@ def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_
     assert len(chunks) > 1  # more than PREPARE_PHONEMES
     speaker = tiny_synth.speaker()
     parts = speaker.speak_steps(chunks)
-    assert isinstance(next(parts), tuple)  # the first chunk's text stages: its words
-    assert isinstance(next(parts), np.ndarray)  # its first part: only it is prepared
-    estimate = speaker.expected_samples
+    staged = next(parts)  # the first chunk's text stages: only it is prepared
+    assert isinstance(staged, TextStaged), staged
+    estimate = staged.expected_samples
     parts.close()
     engine = tiny_synth.engine
     utts = [engine.prepare(c.phonemes, tiny_synth.voice, tiny_synth.speed) for c in chunks]
@@ -119,9 +120,16 @@ def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
     # folded into the first part's decode.
     chunks = tiny_synth.phonemes(" ".join(["Here is a long clause with plain words."] * 6))
     steps = list(tiny_synth.speaker().speak_steps(chunks))
-    prepares = [i for i, step in enumerate(steps) if isinstance(step, tuple)]
+    prepares = [i for i, step in enumerate(steps) if isinstance(step, TextStaged)]
     assert len(chunks) > 1 and len(prepares) == len(chunks) and prepares[0] == 0
-    assert all(isinstance(steps[i + 1], np.ndarray) for i in prepares)  # then its audio
+    assert all(isinstance(steps[i + 1], AudioPart) for i in prepares)  # then its audio
+    # Each chunk's decoded parts say where they were cut, the last at its end (or where
+    # its speech ends, the silence after it given as zeros).
+    for a, b in zip(prepares, [*prepares[1:], len(steps)], strict=True):
+        cuts = [step.cut for step in steps[a + 1 : b] if step.cut is not None]
+        assert cuts and [c.end for c in cuts] == sorted(c.end for c in cuts), cuts
+        assert cuts[-1].kind in (CutKind.END, CutKind.SPEECH_END), cuts
+        assert all(c.kind in (CutKind.PAUSE, CutKind.WINDOW) for c in cuts[:-1]), cuts
 
 
 def prepared(synth, monkeypatch) -> list[Utterance]:

@@ -17,6 +17,7 @@ from voicecli.errors import VoiceCliError
 from voicecli.frames import Sentence
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
 from voicecli.tts.sagemaker import SageMakerSynthesizer
+from voicecli.tts.steps import AudioPart
 
 
 @pytest.fixture(autouse=True)
@@ -115,8 +116,8 @@ def test_end_to_end_through_the_real_container_stream() -> None:
     class Sine(StandInModel):
         def speak_steps(
             self, chunks: list[str], cancel: Any = None, voice: Any = None, speed: Any = None
-        ) -> Iterator[np.ndarray]:
-            yield np.sin(np.arange(7000, dtype=np.float32) / 10) * 0.5
+        ) -> Iterator[AudioPart]:
+            yield AudioPart(np.sin(np.arange(7000, dtype=np.float32) / 10) * 0.5)
 
     container = RunningServer(Sine).start()
     container.wait_ready()

@@ -40,6 +40,7 @@ from voicecli.server.outbox import Outbox
 from voicecli.server.requests import Limits, split_sentences
 from voicecli.server.run import kokoro_factory
 from voicecli.tts import kokoro_files
+from voicecli.tts.steps import AudioPart
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -279,11 +280,11 @@ class GatedModel(StandInModel):
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[AudioPart]:
         self.started.set()
         self.release.wait(RECV_TIMEOUT)
         for _ in range(self.chunks):
-            yield self.noise
+            yield AudioPart(self.noise)
 
 
 def test_full_job_queue_answers_overloaded_and_a_reader_that_stops_is_ended() -> None:
@@ -375,9 +376,9 @@ class WarmingModel(StandInModel):
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Iterator[np.ndarray]:
+    ) -> Iterator[AudioPart]:
         self.events.append("speak")
-        yield np.zeros(2400, np.float32)
+        yield AudioPart(np.zeros(2400, np.float32))
 
 
 def test_the_model_is_warmed_up_once_when_idle_never_before_a_waiting_client() -> None:

@@ -35,6 +35,7 @@ from voicecli import protocol as p
 from voicecli.normalize import NO_WORDS
 from voicecli.server.requests import Limits
 from voicecli.server.run import HeadTimeoutH11
+from voicecli.tts.steps import AudioPart, Step, TextStaged
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ class PacedModel(StandInModel):
         self.limit = seconds
 
     def speak_steps(self, chunks: list[str], cancel: Any = None, voice: Any = None,
-                    speed: Any = None) -> Iterator[np.ndarray | tuple]:  # fmt: skip
+                    speed: Any = None) -> Iterator[Step]:  # fmt: skip
         text = chunks[0]
         done = 0
         try:
@@ -84,14 +85,14 @@ class PacedModel(StandInModel):
                 time.sleep(self.prepare_seconds)
                 with self.lock:
                     self.log.append("prepare " + text)
-                yield ()  # text stages: no words to time
+                yield TextStaged((), 0)  # text stages: no words to time
             for _ in range(int(text.split()[0].rstrip("."))):
                 self.limits.append(self.limit)
                 time.sleep(self.part_seconds)
                 with self.lock:
                     self.log.append(text)
                 done += 1
-                yield np.full(2400, 0.1, np.float32)
+                yield AudioPart(np.full(2400, 0.1, np.float32))
         finally:
             if done < int(text.split()[0].rstrip(".")):
                 self.closed.append(text)

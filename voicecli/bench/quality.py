@@ -30,7 +30,7 @@ Strategies:
     seams it can make).
 ``held-first``
     ``phrases-first`` with its first phrase in growing windows (32, 48, 72... frames),
-    each after the first holding the statistics of the one before (``Statistics.hold``):
+    each after the first holding the statistics of the one before (``PooledStatistics.hold``):
     what the synthesizer does where a turn's first pause comes late.
 
 Per chunk, per sentence and over all sentences: the SNR against the reference, and the
@@ -54,7 +54,14 @@ from voicecli.bench.scenarios import ScriptedReply
 from voicecli.errors import VoiceCliError
 from voicecli.frames import SAMPLE_RATE
 from voicecli.protocol import to_pcm16
-from voicecli.tts.kokoro_engine import FRAME_SAMPLES, PartDecoder, Statistics
+from voicecli.tts.kokoro_engine import (
+    FRAME_SAMPLES,
+    OwnStatistics,
+    PartDecoder,
+    PooledStatistics,
+    RecordingStatistics,
+    Statistics,
+)
 from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, MIN_PART_FRAMES
 
 STRATEGIES = (
@@ -154,14 +161,14 @@ def cuts(strategy: str, utt: Any, min_part: int) -> tuple[int, list[int]]:
 
 def render(engine: Any, utt: Any, strategy: str, min_part: int) -> tuple[int, list[np.ndarray]]:
     """Samples of leading silence left out, and the parts as ``strategy`` decodes them."""
+    pooled = PooledStatistics()
+    stats: Statistics = pooled
     if strategy == "windows-exact":
-        stats = Statistics.record()
-        engine.decode(utt, 0, utt.frames, stats)
-        stats.mode = "fixed"
+        recorder = RecordingStatistics()
+        engine.decode(utt, 0, utt.frames, recorder)
+        stats = recorder.fixed()
     elif strategy in ("windows-own", "whole-bfloat16"):
-        stats = Statistics("own")
-    else:
-        stats = Statistics("pooled")
+        stats = OwnStatistics()
     start, ends = cuts(strategy, utt, min_part)
     precision = "bfloat16" if strategy.endswith("bfloat16") else "float32"
     decoder = PartDecoder(engine, utt, stats, start, precision)
@@ -169,7 +176,7 @@ def render(engine: Any, utt: Any, strategy: str, min_part: int) -> tuple[int, li
     pauses = set(utt.pauses())
     for end in ends:
         parts.append(decoder.next(end))
-        stats.hold = strategy == "held-first" and end not in pauses
+        pooled.hold = strategy == "held-first" and end not in pauses
     silence = np.zeros((utt.frames - ends[-1]) * FRAME_SAMPLES, np.float32)
     parts[-1] = np.concatenate([parts[-1], silence])  # a trailing pause not decoded
     return start * FRAME_SAMPLES, parts

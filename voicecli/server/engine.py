@@ -43,6 +43,7 @@ from voicecli.frames import Word
 from voicecli.memory import release_free_memory
 from voicecli.server.outbox import Outbox
 from voicecli.server.requests import Limits, split_sentences
+from voicecli.tts.steps import AudioPart, Step, TextStaged
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,10 @@ class Speaker(Protocol):
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Generator[np.ndarray | tuple[Word, ...], None, None]:
-        """One forward pass per item: a part's audio, or for a pass that made none (text
-        stages) the words it timed, in samples from the first of ``chunks``' audio. The
-        worker serves whoever is due between any two items."""
+    ) -> Generator[Step, None, None]:
+        """One forward pass per step: a chunk's text stages (the words they timed, in
+        samples from the first of ``chunks``' audio), or a part's audio. The worker
+        serves whoever is due between any two steps."""
         ...
 
 
@@ -104,7 +105,7 @@ class Job:
     finished: bool = False
     chunks: list[Any] | None = None  # phonemes, once the text stage is done
     error: tuple[str, str] | None = None  # (code, message) from the text stage
-    audio: Generator[np.ndarray | None, None, None] | None = None
+    steps: Generator[Step, None, None] | None = None
     frames: int = 0
     samples: int = 0
 
@@ -291,8 +292,8 @@ class Engine:
                     return
                 departed, self._departed = self._departed, []
             for job in departed:
-                if job.audio is not None:
-                    job.audio.close()  # the worker's thread: never while it runs
+                if job.steps is not None:
+                    job.steps.close()  # the worker's thread: never while it runs
             with self._work:
                 turn = self._next_turn()
                 if turn is None:
@@ -382,14 +383,14 @@ class Engine:
             return
         assert self.model is not None and job.chunks is not None
         try:
-            if job.audio is None:
+            if job.steps is None:
                 if listener.speaker is None:
                     listener.speaker = self.model.speaker()
-                job.audio = listener.speaker.speak_steps(
+                job.steps = listener.speaker.speak_steps(
                     job.chunks, job.cancel, voice=job.voice, speed=job.speed
                 )
             listener.speaker.limit_parts(self.limits.shared_part_seconds if short else None)
-            audio = next(job.audio)
+            step = next(job.steps)
         except StopIteration:
             self._on_loop(job.complete)
             self._drop(listener, job)
@@ -403,18 +404,25 @@ class Engine:
             self._on_loop(job.fail, p.SYNTHESIS_FAILED, f"synthesis failed: {type(exc).__name__}")
             self._drop(listener, job)
             return
-        if not isinstance(audio, np.ndarray):
-            self._prepared = listener
-            if job.words and audio:
-                self._send_words(listener, job, audio)
-            return  # text stages: someone silent may go before the part that follows
+        match step:
+            case TextStaged(words=words):
+                self._prepared = listener
+                if job.words and words:
+                    self._send_words(listener, job, words)
+                # Someone silent may go before the part that follows.
+            case AudioPart(samples=audio):
+                self._send_audio(listener, job, audio)
+
+    def _send_audio(self, listener: Listener, job: Job, audio: np.ndarray) -> None:
+        """A part's audio, as frames, within the job's budget (which ends it)."""
+        assert self.model is not None
         budget = int(self.limits.audio_budget(job.text, job.speed) * self.model.sample_rate)
         cut = job.samples + len(audio) >= budget
         audio = audio[: max(0, budget - job.samples)]
-        step = self.limits.frame_samples
+        size = self.limits.frame_samples
         frames = []
-        for start in range(0, len(audio), step):
-            pcm = p.to_pcm16(audio[start : start + step])
+        for start in range(0, len(audio), size):
+            pcm = p.to_pcm16(audio[start : start + size])
             frames.append(p.encode_audio_frame(job.request_id, job.frames + len(frames), pcm))
         job.frames += len(frames)
         job.samples += len(audio)
@@ -441,8 +449,8 @@ class Engine:
         listener.outbox.put_control(message)
 
     def _drop(self, listener: Listener, job: Job) -> None:
-        if job.audio is not None:
-            job.audio.close()
+        if job.steps is not None:
+            job.steps.close()
         with self._work:
             if listener.jobs and listener.jobs[0] is job:
                 listener.jobs.popleft()

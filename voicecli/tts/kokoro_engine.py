@@ -23,9 +23,9 @@ their durations are rounded to frames (docs/streaming.md).
 
 What stops a part from being exact is the generator's 48 InstanceNorm layers: they
 normalise over the time axis of whatever they are given. ``decode`` lets them use
-``Statistics``: the whole utterance's (``Statistics.record``; exact, but it costs a whole
-pass, so it only serves to measure), the part's own, or the part's own pooled with the
-parts already decoded (``pooled``, what the synthesizer uses). Measured on the real
+``Statistics``: the whole utterance's (``RecordingStatistics``; exact, but it costs a
+whole pass, so it only serves to measure), the part's own, or the part's own pooled with
+the parts already decoded (``PooledStatistics``, what the synthesizer uses). Measured on the real
 weights, parts normalised over themselves are broken unless they are whole phrases
 bounded by silence, which is why ``Utterance.pauses`` exists: see docs/streaming.md.
 """
@@ -37,7 +37,7 @@ import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -161,53 +161,40 @@ class Utterance:
         return "".join(p for p in self.phonemes if p in self.vocab)
 
 
-@dataclass(frozen=True)
-class _Pass:
-    """The decode in progress, which the generator's replaced norms consult."""
+class Statistics(Protocol):
+    """What the generator's InstanceNorm layers normalise with while a part is decoded."""
 
-    stats: Statistics
-    core: tuple[float, float]  # where the part lies in the frames given, as fractions
+    def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
+        """The mean and variance that norm layer ``index`` normalises ``x`` with (the
+        part lies at ``core`` in ``x``'s frames, as fractions; the rest is context)."""
+        ...
+
+
+class OwnStatistics:
+    """Each part normalised over itself and its context, as Kokoro would a text that
+    ended there."""
+
+    def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
+        var, mean, _ = _moments_of(x)
+        return mean, var
 
 
 @dataclass
-class Statistics:
-    """What the generator's InstanceNorm layers normalise with while parts are decoded.
+class PooledStatistics:
+    """Each part's own moments pooled with those of the parts decoded before it, so the
+    later parts of an utterance come close to its whole-utterance statistics (what the
+    synthesizer uses). While ``hold`` is set, a part normalises with exactly what the
+    part before it did (and still adds its moments to the pool): it continues that part
+    with no seam, as one decode of both would, so a part may then end anywhere, not
+    only in a pause."""
 
-    ``pooled``: each part's own moments added to those of the parts decoded before it,
-    so the later parts of an utterance come close to its whole-utterance statistics.
-    While ``hold`` is set, a pooled part normalises with exactly what the part before it
-    did (and still adds its moments to the pool): it continues that part with no seam,
-    as one decode of both would, so a part may then end anywhere, not only in a pause.
-    ``own``: each part alone. ``fixed``: given per layer (from ``record``).
-    """
-
-    mode: str = "pooled"  # pooled | own | fixed | record
-    fixed: list[tuple[Any, Any] | None] | None = None
     hold: bool = False
     _moments: list[tuple[Any, Any, int] | None] = field(  # variance, mean, frames
         default_factory=lambda: [None] * GENERATOR_NORMS
     )
     _used: list[tuple[Any, Any] | None] = field(default_factory=lambda: [None] * GENERATOR_NORMS)
 
-    @classmethod
-    def record(cls) -> Statistics:
-        """Fills ``fixed`` from the next decode (of a whole utterance)."""
-        return cls("record", fixed=[None] * GENERATOR_NORMS)
-
     def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
-        """The mean and variance that norm layer ``index`` normalises ``x`` with."""
-        if self.mode == "fixed":
-            assert self.fixed is not None and self.fixed[index] is not None
-            return self.fixed[index]
-        if self.mode == "pooled":
-            return self._pool(index, x, core)
-        var, mean, _ = _moments_of(x)
-        if self.mode == "record":
-            assert self.fixed is not None
-            self.fixed[index] = (mean, var)
-        return mean, var
-
-    def _pool(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
         n = x.shape[-1]
         # Only the part's own frames count for later parts: context frames are theirs.
         lo, hi = round(core[0] * n), round(core[1] * n)
@@ -222,6 +209,46 @@ class Statistics:
             used = self._used[index] = (mean, var)
         self._moments[index] = own if before is None else _combine(before, own)
         return used
+
+
+class RecordingStatistics(OwnStatistics):
+    """Own statistics, kept per layer: decode a whole utterance (or a window) with it,
+    then decode parts with ``fixed()``, exactly as that decode normalised (to measure:
+    it costs the whole pass)."""
+
+    def __init__(self) -> None:
+        self._recorded: list[tuple[Any, Any] | None] = [None] * GENERATOR_NORMS
+
+    def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
+        self._recorded[index] = super().moments(index, x, core)
+        return self._recorded[index]
+
+    def fixed(self) -> FixedStatistics:
+        if any(m is None for m in self._recorded):
+            raise ValueError("nothing recorded: decode with these statistics first")
+        return FixedStatistics(tuple(self._recorded))
+
+
+@dataclass(frozen=True)
+class FixedStatistics:
+    """Given per layer (``RecordingStatistics.fixed``)."""
+
+    per_layer: tuple[tuple[Any, Any], ...]
+
+    def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
+        return self.per_layer[index]
+
+
+@dataclass
+class _PassState:
+    """The decode in progress, which the model's replaced layers consult: their
+    callers are kokoro's modules, whose calls carry no more than the signal. One per
+    model, kept by its replaced layers, so that every engine on that model (one per
+    process, through ``engine_for``; more in tests) sets the same state."""
+
+    stats: Statistics | None = None  # None: stock norms
+    core: tuple[float, float] = (0.0, 1.0)  # where the part lies in the frames given
+    bfloat16: bool = False  # the precision of the decoder's convolutions now
 
 
 def _moments_of(x: Any) -> tuple[Any, Any, int]:
@@ -251,17 +278,17 @@ class _AdaIN(torch.nn.Module):
     of that decode, and applies norm, gain and bias as one scale and one shift per
     channel, a single pass over the signal instead of four. Stock behaviour otherwise."""
 
-    def __init__(self, adain: Any, index: int, engine: KokoroEngine) -> None:
+    def __init__(self, adain: Any, index: int, state: _PassState) -> None:
         super().__init__()
         self.adain = adain
         self.index = index
-        self.__dict__["engine"] = engine  # not a submodule: the engine owns the model
+        self.state = state
 
     def forward(self, x: Any, s: Any) -> Any:
-        active = self.engine._active
-        if active is None:
+        state = self.state
+        if state.stats is None:
             return self.adain(x, s)
-        mean, var = active.stats.moments(self.index, x, active.core)
+        mean, var = state.stats.moments(self.index, x, state.core)
         norm = self.adain.norm
         gamma, beta = self.adain.fc(s)[:, :, None].chunk(2, dim=1)
         gain = (1 + gamma) * norm.weight[None, :, None] * torch.rsqrt(var + norm.eps)
@@ -273,15 +300,15 @@ class _Conv(torch.nn.Module):
     """Stands in for one of the decoder's convolutions: in bfloat16 during a pass in that
     precision (the weights cast once, here), stock otherwise."""
 
-    def __init__(self, conv: torch.nn.Conv1d, engine: KokoroEngine) -> None:
+    def __init__(self, conv: torch.nn.Conv1d, state: _PassState) -> None:
         super().__init__()
         self.conv = conv
-        self.__dict__["engine"] = engine
+        self.state = state
         self.weight = conv.weight.detach().to(torch.bfloat16)
         self.bias = None if conv.bias is None else conv.bias.detach().to(torch.bfloat16)
 
     def forward(self, x: Any) -> Any:
-        if not self.engine._bfloat16:
+        if not self.state.bfloat16:
             return self.conv(x)
         c = self.conv
         y = F.conv1d(x.to(torch.bfloat16), self.weight, self.bias, c.stride, c.padding,
@@ -338,40 +365,35 @@ class KokoroEngine:
         check_model(kmodel)
         self.model = kmodel
         self.vocab: dict[str, int] = kmodel.vocab
-        self._active: _Pass | None = None
-        self._bfloat16 = False  # the precision of the decoder's convolutions in this pass
         # Weight norm recomputes every weight on every call; folding it in once gives
         # identical output for less work per call.
         for module in kmodel.modules():
             if "weight_g" in module._parameters:
                 torch.nn.utils.remove_weight_norm(module)
+        replaced = [m for m in kmodel.modules() if isinstance(m, _AdaIN | _Conv)]
+        # A model already replaced by an earlier engine keeps its state: both set it.
+        self._state = replaced[0].state if replaced else _PassState()
+        if replaced:
+            return
         generator = kmodel.decoder.generator
         seats = [
             (parent, name, child)
             for parent in generator.modules()
-            if not isinstance(parent, _AdaIN)
             for name, child in parent.named_children()
-            if type(child).__name__ == "AdaIN1d" or isinstance(child, _AdaIN)
+            if type(child).__name__ == "AdaIN1d"
         ]
         for index, (parent, name, child) in enumerate(seats):
-            if isinstance(child, _AdaIN):
-                child.__dict__["engine"] = self  # wrapped by an earlier engine
-            else:
-                setattr(parent, name, _AdaIN(child, index, self))
+            setattr(parent, name, _AdaIN(child, index, self._state))
         # Every convolution of the decoder, its front as well as the generator, but
         # conv_post: its output goes through exp (docs/streaming.md).
         convs = [
             (parent, name, child)
             for parent in kmodel.decoder.modules()
-            if not isinstance(parent, _Conv)
             for name, child in parent.named_children()
-            if child is not generator.conv_post and isinstance(child, torch.nn.Conv1d | _Conv)
+            if child is not generator.conv_post and isinstance(child, torch.nn.Conv1d)
         ]
         for parent, name, child in convs:
-            if isinstance(child, _Conv):
-                child.__dict__["engine"] = self
-            else:
-                setattr(parent, name, _Conv(child, self))
+            setattr(parent, name, _Conv(child, self._state))
 
     def prepare(
         self, phonemes: str, pack: Any, speed: float, precision: str = "float32"
@@ -420,11 +442,11 @@ class KokoroEngine:
     @contextmanager
     def _convolutions(self, precision: str) -> Iterator[None]:
         """The decoder's convolutions (``_Conv``) in ``precision`` within the block."""
-        self._bfloat16 = precision == "bfloat16"
+        self._state.bfloat16 = precision == "bfloat16"
         try:
             yield
         finally:
-            self._bfloat16 = False
+            self._state.bfloat16 = False
 
     def _front(self, asr: Any, f0_curve: Any, energy: Any, style: Any) -> Any:
         dec = self.model.decoder
@@ -477,12 +499,13 @@ class KokoroEngine:
         core = ((start - lo) / width, (end - lo) / width)
         x = utt.x[:, :, lo:hi]
         source = utt.source[:, :, SOURCE_COLUMNS * lo : SOURCE_COLUMNS * hi + 1]
-        self._active = _Pass(stats or Statistics("own"), core)
+        state = self._state
+        state.stats, state.core = stats or OwnStatistics(), core
         try:
             with torch.no_grad(), self._convolutions(precision):
                 audio = self._generate(x, utt.style, source).reshape(-1)
         finally:
-            self._active = None
+            state.stats = None
         a = (start - lo) * FRAME_SAMPLES
         b = a + (end - start) * FRAME_SAMPLES + (extra if end < utt.frames else 0)
         return audio[a:b].numpy().astype(np.float32, copy=True)

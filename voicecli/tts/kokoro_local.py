@@ -35,13 +35,14 @@ from voicecli.tts.kokoro_engine import (
     CONTEXT,
     FRAME_SAMPLES,
     PartDecoder,
-    Statistics,
+    PooledStatistics,
     Utterance,
     engine_for,
     resolve_precision,
 )
 from voicecli.tts.kokoro_files import ModelFiles, VoicePacks, load_g2p, load_kmodel
-from voicecli.tts.phrases import FRAME_SECONDS, CostModel, PhrasePlan
+from voicecli.tts.phrases import FRAME_SECONDS, CostModel, Cut, CutKind, PhrasePlan, Playhead
+from voicecli.tts.steps import AudioPart, Step, TextStaged
 from voicecli.tts.voices import INSTALLED_LANGS, LANGUAGES, VoiceSpec
 
 log = logging.getLogger(__name__)
@@ -120,18 +121,15 @@ class Speaker:
         # The synthesizer's, shared by all its listeners, unless this one's passes should
         # not teach it (a cold warm-up).
         self.plan = PhrasePlan(cost=synth.cost if cost is None else cost, context=2 * CONTEXT)
+        self.playhead = Playhead()
         self._fresh = True  # nothing spoken yet: Kokoro's lead-in would only be a wait
         # After a clause cut, the frames of trailing silence it did not get, which the
         # next text's lead-in may take beyond its own; None after a sentence.
         self._slack: int | None = None
-        # Samples the text being spoken will have in all: exact once its last phoneme
-        # chunk is prepared, estimated from the phoneme count before. The listener's
-        # heard text needs it while a sentence's last part is still being decoded.
-        self.expected_samples: int | None = None
 
     def ahead(self) -> float:
         """Seconds of audio given to the listener and, at 1x, not yet heard."""
-        return self.plan.playhead.ahead()
+        return self.playhead.ahead()
 
     def limit_parts(self, seconds: float | None) -> None:
         """Take at most about ``seconds`` to decode each next part, where a pause allows
@@ -151,8 +149,9 @@ class Speaker:
         synthesizer's for this text only (a server's per-request voices).
         """
         for step in self.speak_steps(self.synth.phonemes(text), cancel, voice, speed):
-            if isinstance(step, np.ndarray):
-                yield step
+            match step:
+                case AudioPart(samples=samples):
+                    yield samples
 
     def speak_steps(
         self,
@@ -160,12 +159,11 @@ class Speaker:
         cancel: CancelToken | None = None,
         voice: str | None = None,
         speed: float | None = None,
-    ) -> Iterator[np.ndarray | tuple[Word, ...]]:
+    ) -> Iterator[Step]:
         """``speak`` for text already turned into phoneme chunks (``phonemes``), one
-        forward pass per item: a part's audio, or, once a chunk's text stages have run
-        (they make no audio), the chunk's words, timed in samples from the start of
-        ``chunks``' audio. A server serves another listener between any two items, so
-        a pass is the longest anyone waits behind this listener."""
+        forward pass per step: a chunk's text stages (``TextStaged``), or a part's audio
+        (``AudioPart``). A server serves another listener between any two steps, so a
+        pass is the longest anyone waits behind this listener."""
         synth = self.synth
         pack = synth.voice if voice is None else synth.packs.get(VoiceSpec.parse(voice))
         speed = synth.speed if speed is None else check_speed(speed)
@@ -178,42 +176,60 @@ class Speaker:
             layout = self._layout(utt)
             rest -= len(chunk.phonemes)
             samples = layout.frames * FRAME_SAMPLES
-            self.expected_samples = done + samples + round(rest * samples / len(chunk.phonemes))
             shift = done + (layout.zeros - layout.keep) * FRAME_SAMPLES  # where frame 0 lies
-            yield _timed(utt, chunk.words, shift, done, done + samples)
+            yield TextStaged(
+                _timed(utt, chunk.words, shift, done, done + samples),
+                done + samples + round(rest * samples / len(chunk.phonemes)),
+            )
             done += samples
             if layout.zeros:
                 yield self._silence(layout.zeros)
-            stats = Statistics("pooled")
-            start = layout.start
-            parts = PartDecoder(synth.engine, utt, stats, start, synth.precision)
-            while start < utt.frames:
-                if cancel is not None and cancel.cancelled:
-                    return
-                if synth.mode == "sentence":
-                    cut = utt.frames
-                else:
-                    cut = self.plan.next_end(
-                        start, utt.frames, layout.pauses, stats.hold, layout.speech_end
-                    )
-                ahead = self.plan.playhead.ahead()
-                began = time.perf_counter()
-                audio = parts.next(cut)
-                took = time.perf_counter() - began
-                log.debug(
-                    "decoded frames %d-%d of %d (%.2f s of audio) in %.2f s; %.2f s was queued",
-                    start, cut, utt.frames, (cut - start) * FRAME_SECONDS, took, ahead,
-                )  # fmt: skip
-                self.plan.cost.observe(cut - start, 2 * CONTEXT, took)
-                lo, hi = max(start, layout.keep), min(cut, layout.stop)
-                if hi > lo:
-                    self.plan.playhead.emit((hi - lo) * FRAME_SECONDS)
-                    yield audio[(lo - start) * FRAME_SAMPLES : (hi - start) * FRAME_SAMPLES]
-                stats.hold = cut not in layout.pauses  # a window: the next continues it
-                start = cut
-                if cut == layout.speech_end and layout.stop > cut:
-                    yield self._silence(layout.stop - cut)  # not worth a pass of its own
-                    break
+            yield from self._decode(utt, layout, cancel)
+
+    def _decode(
+        self, utt: Utterance, layout: _Layout, cancel: CancelToken | None
+    ) -> Iterator[AudioPart]:
+        """The parts of ``utt`` as the plan cuts them, laid out as ``layout`` says."""
+        synth = self.synth
+        stats = PooledStatistics()
+        start = layout.start
+        parts = PartDecoder(synth.engine, utt, stats, start, synth.precision)
+        while start < utt.frames:
+            if cancel is not None and cancel.cancelled:
+                return
+            ahead = self.playhead.ahead()
+            if synth.mode == "sentence":
+                cut = Cut(utt.frames, CutKind.END)
+            else:
+                cut = self.plan.next_cut(
+                    start,
+                    utt.frames,
+                    layout.pauses,
+                    ahead=ahead,
+                    inside=stats.hold,
+                    speech_end=layout.speech_end,
+                )
+            began = time.perf_counter()
+            audio = parts.next(cut.end)
+            took = time.perf_counter() - began
+            log.debug(
+                "decoded frames %d-%d of %d (%.2f s, to a %s) in %.2f s; %.2f s was queued",
+                start, cut.end, utt.frames, (cut.end - start) * FRAME_SECONDS, cut.kind.value,
+                took, ahead,
+            )  # fmt: skip
+            self.plan.cost.observe(cut.end - start, 2 * CONTEXT, took)
+            lo, hi = max(start, layout.keep), min(cut.end, layout.stop)
+            if hi > lo:
+                self.playhead.emit((hi - lo) * FRAME_SECONDS)
+                yield AudioPart(
+                    audio[(lo - start) * FRAME_SAMPLES : (hi - start) * FRAME_SAMPLES], cut
+                )
+            stats.hold = cut.kind is CutKind.WINDOW  # the next part continues this one
+            start = cut.end
+            if cut.kind is CutKind.SPEECH_END:
+                if layout.stop > start:
+                    yield self._silence(layout.stop - start)  # not worth a pass of its own
+                return
 
     def _layout(self, utt: Utterance) -> _Layout:
         """How ``utt`` is spoken (see ``_Layout``).
@@ -237,19 +253,19 @@ class Speaker:
             return _Layout(0, 0, 0, frames, frames, ())
         onset, speech_end = utt.speech()
         pauses = tuple(p for p in utt.pauses() if p < speech_end)
-        start = 0 if not fresh and self.plan.fits(frames) else onset
+        start = 0 if not fresh and self.plan.fits(frames, self.ahead()) else onset
         if fresh:
             lead = 0
         elif self._slack is None:
             lead = onset
         else:
-            cut = self.plan.next_end(start, frames, pauses, speech_end=speech_end)
             ahead = self.ahead()
-            wait = self.plan.cost.predict(cut - start, self.plan.context) - ahead
+            cut = self.plan.next_cut(start, frames, pauses, ahead=ahead, speech_end=speech_end)
+            wait = self.plan.cost.predict(cut.end - start, self.plan.context) - ahead
             lead = min(self._slack + onset, max(0, math.ceil(wait / FRAME_SECONDS)))
             log.debug(
                 "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",
-                lead, ahead, cut - start,
+                lead, ahead, cut.end - start,
             )  # fmt: skip
         stop = frames
         self._slack = None
@@ -261,9 +277,9 @@ class Speaker:
         keep = max(start, onset - lead)
         return _Layout(keep - (onset - lead), start, keep, speech_end, stop, pauses)
 
-    def _silence(self, frames: int) -> np.ndarray:
-        self.plan.playhead.emit(frames * FRAME_SECONDS)
-        return np.zeros(frames * FRAME_SAMPLES, np.float32)
+    def _silence(self, frames: int) -> AudioPart:
+        self.playhead.emit(frames * FRAME_SECONDS)
+        return AudioPart(np.zeros(frames * FRAME_SAMPLES, np.float32))
 
 
 def _timed(
@@ -444,18 +460,21 @@ class KokoroSynthesizer:
             timeline.mark(SYNTH_START, sentence.index)
             offset = 0
             words: list[Word] = []  # timed, and not yet in a chunk
+            expected: int | None = None
             for step in speaker.speak_steps(self.phonemes(sentence.text), cancel):
-                if not isinstance(step, np.ndarray):
-                    words.extend(step)
-                    continue
-                if offset == 0:
-                    timeline.mark(SYNTH_FIRST_CHUNK, sentence.index)
-                end = offset + len(step)
-                mine, words = split_words(words, end)
-                yield AudioChunk(
-                    sentence.index, step, offset, length=speaker.expected_samples, words=mine
-                )
-                offset = end
+                match step:
+                    case TextStaged():
+                        words.extend(step.words)
+                        expected = step.expected_samples
+                    case AudioPart(samples=samples):
+                        if offset == 0:
+                            timeline.mark(SYNTH_FIRST_CHUNK, sentence.index)
+                        end = offset + len(samples)
+                        mine, words = split_words(words, end)
+                        yield AudioChunk(
+                            sentence.index, samples, offset, length=expected, words=mine
+                        )
+                        offset = end
             if cancel.cancelled:
                 return
             timeline.mark(SYNTH_END, sentence.index)

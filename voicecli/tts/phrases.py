@@ -7,12 +7,12 @@ it), which sounds natural only when the part is a phrase bounded by silence; so 
 are cut inside pauses the model itself predicts, and only when waiting for the whole
 rest would leave the listener in silence. Where no pause comes soon enough, a part may
 end anywhere as a *window*: the part after it keeps its statistics
-(``Statistics.hold``), so the two join as one decode would, with no seam. The decision
-compares two things it measures as it goes:
+(``PooledStatistics.hold``), so the two join as one decode would, with no seam. Each
+decision is a ``Cut``, which says which of these it is. It compares two things:
 
-* ``Playhead``: how much audio the listener still has queued, on a virtual playhead
-  that starts playing at the first chunk and never pauses. The device starts later and
-  may pause, so the real queue is never shorter than this estimate.
+* how much audio the listener still has queued (``ahead``, given: the ``Playhead`` of
+  the one decoding, a virtual playhead that starts playing at the first chunk and never
+  pauses; the device starts later and may pause, so the real queue is never shorter);
 * ``CostModel``: how long decoding takes on this machine, now (a real-time factor
   learned from every part decoded, so that a busy CPU, say one shared with an LLM,
   makes the next parts smaller).
@@ -24,6 +24,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
 from voicecli.frames import SAMPLE_RATE
 
@@ -86,12 +87,28 @@ class Playhead:
         return max(0.0, self.emitted - (now - self.started))
 
 
+class CutKind(Enum):
+    """What kind of end a part has, which decides how the part after it is decoded."""
+
+    PAUSE = "pause"  # in a pause the model predicts: the next part is a phrase of its own
+    WINDOW = "window"  # anywhere: the next part holds this one's statistics, no seam
+    SPEECH_END = "speech end"  # where the speech ends: the silence after it is zeros
+    END = "end"  # the end of the utterance
+
+
+@dataclass(frozen=True)
+class Cut:
+    end: int  # generator frame
+    kind: CutKind
+
+
 @dataclass
 class PhrasePlan:
-    """Chooses the end of the next part of an utterance."""
+    """Chooses the end of the next part of an utterance: a pure function of the
+    utterance, of the audio the listener has queued and of the machine's speed (the
+    cost model, which the one decoding teaches)."""
 
     cost: CostModel = field(default_factory=CostModel)
-    playhead: Playhead = field(default_factory=Playhead)
     context: int = 0  # extra frames each decode pays for, outside the part
     min_part: int = MIN_PART_FRAMES
     first_window: int = FIRST_WINDOW_FRAMES
@@ -99,20 +116,22 @@ class PhrasePlan:
     # while other clients wait for their turn, so that no part of one keeps them long.
     max_seconds: float | None = None
 
-    def next_end(
+    def next_cut(
         self,
         start: int,
         frames: int,
         pauses: Sequence[int],
+        *,
+        ahead: float,
         inside: bool = False,
         speech_end: int | None = None,
-    ) -> int:
-        """Where the part beginning at ``start`` should end (``frames`` = the end). An
-        end that is not in ``pauses`` (nor ``frames``) is a window: the next part must
-        hold its statistics, and is ``inside`` a word. Frames from ``speech_end`` on are
-        silence: worth decoding only in one pass with the whole rest (the norms average
-        over them), so where that does not fit the plan is for the speech alone, and a
-        part ending at ``speech_end`` is the last.
+    ) -> Cut:
+        """Where the part beginning at ``start`` should end (``frames`` = the end), with
+        ``ahead`` seconds of audio queued for the listener. ``inside``: the part before
+        was cut at a window, so this one begins inside a word. Frames from
+        ``speech_end`` on are silence: worth decoding only in one pass with the whole
+        rest (the norms average over them), so where that does not fit the plan is for
+        the speech alone, and a part ending at ``speech_end`` is the last.
 
         The whole rest if its decoding fits in the queued audio; otherwise the farthest
         pause whose part still fits; ``inside`` a word, where a stall must never fall,
@@ -123,14 +142,29 @@ class PhrasePlan:
         longest that fits in the queued audio, or else a first window. Under
         ``max_seconds``, a part longer than that is cut at its first usable pause.
         """
-        ahead = self.playhead.ahead()
+        end = self._end(start, frames, pauses, ahead, inside, speech_end)
+        if end == frames:
+            return Cut(end, CutKind.END)
+        if end == speech_end:
+            return Cut(end, CutKind.SPEECH_END)
+        return Cut(end, CutKind.PAUSE if end in pauses else CutKind.WINDOW)
+
+    def _end(
+        self,
+        start: int,
+        frames: int,
+        pauses: Sequence[int],
+        ahead: float,
+        inside: bool,
+        speech_end: int | None,
+    ) -> int:
         limit = self._limit(ahead)
         # A cut would not help the next sentence: its text stages wait for all of this
         # one's parts either way, and a cut adds a pass and changes the normalisation.
         if self.cost.predict(frames - start, self.context) <= limit:
             return frames
         if speech_end is not None and speech_end < frames:
-            return self.next_end(start, speech_end, pauses, inside)
+            return self._end(start, speech_end, pauses, ahead, inside, None)
         usable = [p for p in pauses if p - start >= self.min_part and frames - p >= self.min_part]
         fitting = [p for p in usable if self.cost.predict(p - start, self.context) <= limit]
         if fitting:
@@ -152,20 +186,19 @@ class PhrasePlan:
             return usable[0]
         return best
 
-    def _limit(self, ahead: float | None = None) -> float:
+    def _limit(self, ahead: float) -> float:
         """Seconds one part may take to decode without leaving the listener in silence
         (nor, under ``max_seconds``, other clients waiting long)."""
-        ahead = self.playhead.ahead() if ahead is None else ahead
         return min(SAFETY * ahead, self._cap)
 
     @property
     def _cap(self) -> float:
         return math.inf if self.max_seconds is None else self.max_seconds
 
-    def fits(self, frames: int) -> bool:
-        """Whether ``frames`` decoded in one part fit in the queued audio (and in
-        ``max_seconds``)."""
-        return self.cost.predict(frames, self.context) <= self._limit()
+    def fits(self, frames: int, ahead: float) -> bool:
+        """Whether ``frames`` decoded in one part fit in ``ahead`` seconds of queued
+        audio (and in ``max_seconds``)."""
+        return self.cost.predict(frames, self.context) <= self._limit(ahead)
 
     def _window(
         self, start: int, frames: int, pauses: list[int], limit: float, ahead: float

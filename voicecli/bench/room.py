@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,11 +39,9 @@ ECHO_GAIN_DB = -9.0
 def speak_as_user(settings: Settings, texts: list[str]) -> list[np.ndarray]:
     """Each text spoken by Kokoro in ``USER_VOICE`` (24 kHz), from its first sound to
     its last, so that where speech begins is known."""
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.factory import local_synthesizer
 
-    synth = KokoroSynthesizer(
-        voice=USER_VOICE, lang="a", model_dir=settings.model_dir, threads=settings.synth_threads
-    )
+    synth = local_synthesizer(replace(settings, voice=USER_VOICE, lang="a", speed=1.0))
     try:
         spoken = []
         for text in texts:

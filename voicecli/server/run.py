@@ -137,7 +137,7 @@ def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
     def load() -> SpeechModel:
         from voicecli.tts.factory import local_synthesizer
 
-        return local_synthesizer(settings)  # type: ignore[return-value]  # a SpeechModel too
+        return local_synthesizer(settings)
 
     return load
 

@@ -8,9 +8,13 @@ seconds and which a client of a server or of the engine does not need.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from voicecli.config import Settings
 from voicecli.frames import Synthesizer
+
+if TYPE_CHECKING:
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
 
 
 def make_synthesizer(
@@ -44,7 +48,7 @@ def make_synthesizer(
     return local_synthesizer(settings)
 
 
-def local_synthesizer(settings: Settings) -> Synthesizer:
+def local_synthesizer(settings: Settings) -> KokoroSynthesizer:
     """Kokoro in this process: the one place it is built from settings."""
     from voicecli.tts.kokoro_local import KokoroSynthesizer
 

@@ -116,11 +116,13 @@ class Speaker:
     """Speaks texts one after another to one listener, whose playhead it keeps: a turn
     of ``voicecli chat``, or a connection to ``voicecli serve``."""
 
-    def __init__(self, synth: KokoroSynthesizer, cost: CostModel | None = None) -> None:
+    def __init__(self, synth: KokoroSynthesizer, plan: PhrasePlan | None = None) -> None:
+        """``plan``: where to cut, if not the shipped plan on the synthesizer's cost
+        model, which all its listeners share and teach (a cold warm-up must not teach
+        it; the quality bench compares other plans)."""
         self.synth = synth
-        # The synthesizer's, shared by all its listeners, unless this one's passes should
-        # not teach it (a cold warm-up).
-        self.plan = PhrasePlan(cost=synth.cost if cost is None else cost, context=2 * CONTEXT)
+        self.plan = PhrasePlan(cost=synth.cost) if plan is None else plan
+        self.plan.context = 2 * CONTEXT  # what each of this executor's decodes pays for
         self.playhead = Playhead()
         self._fresh = True  # nothing spoken yet: Kokoro's lead-in would only be a wait
         # After a clause cut, the frames of trailing silence it did not get, which the
@@ -435,8 +437,8 @@ class KokoroSynthesizer:
         # text): they pay that here, and teach the cost model nothing. The second time,
         # it learns this machine's speed, which decides whether a first turn starts with
         # a window.
-        for cost in (CostModel(), None):
-            for _ in Speaker(self, cost).speak("Hello there."):
+        for cost in (CostModel(), self.cost):
+            for _ in Speaker(self, PhrasePlan(cost=cost)).speak("Hello there."):
                 pass
 
     def describe(self) -> dict[str, Any]:

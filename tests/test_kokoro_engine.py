@@ -21,6 +21,7 @@ from voicecli.tts.kokoro_engine import (
     check_model,
     resolve_precision,
 )
+from voicecli.tts.phrases import CostModel, PhrasePlan
 
 TEXT = "Hello there, this is a test of the decoder."
 
@@ -169,17 +170,26 @@ def test_a_kokoro_laid_out_differently_is_refused(tiny_synth):
         model.decoder.generator = saved
 
 
+def test_the_quality_bench_aligns_a_cold_start_with_the_whole_render():
+    whole = np.random.default_rng(0).standard_normal(24_000).astype(np.float32)
+    part = whole[700:20_000]
+    np.testing.assert_array_equal(bench_quality.aligned(whole, part), part)
+
+
 @pytest.mark.long
-def test_the_quality_bench_finds_windowing_exact_and_loses_no_sample(tiny_synth):
-    result = bench_quality.measure(tiny_synth, [TEXT, "Short one."])
-    summary = result["summary"]
-    assert summary["windows-exact"]["snr_db_chunk_min"] > 60
-    for strategy in bench_quality.STRATEGIES:
-        assert summary[strategy]["lost_or_duplicated_samples"] == 0
-    assert summary["windows-exact"]["chunks"] > len(result["rows"])  # it did cut
-    # Over all sentences: the exact strategy stays exact, and a cut one counts.
-    assert summary["windows-exact"]["snr_db_all"] > 60
-    assert summary["phrases-all"]["snr_db_all"] < summary["windows-exact"]["snr_db_all"]
+def test_the_quality_bench_speaks_each_plan_through_the_shipped_executor(tiny_synth):
+    text = "Here is a long first sentence, with a pause in it, and then some more words."
+    whole, none = bench_quality.render(tiny_synth, text, None, seed=3)
+    assert none == []  # Kokoro's own render: one pass, no planner
+    slow = CostModel(rtf=3.0, per_call=0.05)  # nothing fits: a cold start must cut
+    shipped, cuts = bench_quality.render(tiny_synth, text, PhrasePlan(cost=slow), seed=3)
+    assert [c["kind"] for c in cuts][0] in ("pause", "window"), cuts
+    assert cuts[-1]["kind"] in ("end", "speech end"), cuts
+    one, cuts = bench_quality.render(tiny_synth, text, bench_quality.OnePass(cost=slow), seed=3)
+    assert [c["kind"] for c in cuts] == ["end"]
+    for spoken in (shipped, one):  # a cold start leaves out the lead-in, nothing else
+        assert 0 <= len(whole) - len(spoken) < 0.5 * 24_000
+        assert len(bench_quality.aligned(whole, spoken)) == len(spoken)
 
 
 @pytest.fixture(scope="module")

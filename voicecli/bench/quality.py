@@ -1,48 +1,38 @@
-"""``voicecli bench --quality``: how far audio decoded in parts is from whole-sentence audio.
+"""``voicecli bench --quality``: how the first sentence of a turn sounds as voicecli
+speaks it, against Kokoro's own render of it, by ear-like measures.
 
-Every bench sentence is rendered by the local Kokoro engine once whole (the reference)
-and then in parts, by each strategy below, from the *same* harmonic source. Kokoro's
-source is random (SineGen's initial phases and noise), so without sharing it two whole
-renders of the same text already differ: that difference is reported too, as the floor.
+The first sentence is the one a streaming start changes: decoded cold, with nothing
+queued, the planner cuts it early (at its first pause, or in a window) so that the
+listener hears something soon, and the first part is normalised over little speech.
+Each sentence is spoken by the shipped executor (``Speaker``) at a cold start, once per
+plan below, and rendered whole by Kokoro from the *same* harmonic source (Kokoro's
+source is random, so two whole renders differ: that difference is the floor).
 
-Strategies:
+Plans (``PLANS``), all run through the same ``Speaker``:
 
-``windows-exact``
-    Growing windows (16, 24, 36... generator frames) normalised with the whole
-    sentence's InstanceNorm statistics. Exact by construction; it shows that the
-    windowing itself (context, slicing, seams) loses nothing.
-``windows-own`` / ``windows-pooled``
-    The same windows normalised with their own statistics, alone or pooled with the
-    windows before them: what a streaming decoder can actually do.
-``whole-bfloat16``
-    The whole sentence in one part, with the decoder's convolutions in bfloat16
-    (``--precision``), its front's and the generator's: what that precision alone
-    changes.
-``whole-trimmed``
-    The whole sentence in one part, but only from its first phoneme to where its speech
-    dies away, its lead-in and trailing pause given as zeros. Leaving the silences out
-    of the decode leaves them out of the norms' statistics too: why the synthesizer
-    decodes them wherever a sentence fits in one pass.
-``phrases-first`` / ``phrases-all``
-    Parts cut only inside pauses, as the synthesizer cuts them. ``phrases-first`` is a
-    cold start, the first sentence of a turn: its leading silence trimmed and one cut,
-    at the first usable pause. ``phrases-all`` cuts at every usable pause (the most
-    seams it can make).
-``held-first``
-    ``phrases-first`` with its first phrase in growing windows (32, 48, 72... frames),
-    each after the first holding the statistics of the one before (``PooledStatistics.hold``):
-    what the synthesizer does where a turn's first pause comes late.
+``shipped``
+    ``PhrasePlan`` as voicecli ships it, on the cost model this machine has taught it.
+``pauses``
+    The same with no first window: a long first phrase is waited for whole.
+``one-pass``
+    No cut: the sentence in one pass, its leading silence left out as at any cold
+    start.
 
-Per chunk, per sentence and over all sentences: the SNR against the reference, and the
-mean absolute difference of log-mel power in dB over the frames and bands where the
-reference has speech (within 50 dB of its peak), so that silence does not count. WAVs
-of every strategy go to the output directory, for listening.
+Measures, per sentence and plan: naturalness (DistillMOS, no reference), intelligibility
+(the word error rate of Whisper's transcript) and fidelity (PESQ-WB against the whole
+render, aligned), beside the distances of the earlier study (SNR, log-mel). WAVs of every
+plan go to the output directory, for listening.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import statistics
+import sys
+import types
 import wave
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,35 +40,74 @@ import numpy as np
 
 from voicecli.bench.machine import machine_info
 from voicecli.bench.report import write_json
-from voicecli.bench.scenarios import ScriptedReply
+from voicecli.bench.scenarios import SCENARIOS
 from voicecli.errors import VoiceCliError
-from voicecli.frames import SAMPLE_RATE
+from voicecli.frames import HEARING_RATE, SAMPLE_RATE
 from voicecli.protocol import to_pcm16
-from voicecli.tts.kokoro_engine import (
-    FRAME_SAMPLES,
-    OwnStatistics,
-    PartDecoder,
-    PooledStatistics,
-    RecordingStatistics,
-    Statistics,
-)
-from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, MIN_PART_FRAMES
+from voicecli.tts.phrases import FRAME_SECONDS, CostModel, Cut, CutKind, PhrasePlan
 
-STRATEGIES = (
-    "windows-exact",
-    "windows-own",
-    "windows-pooled",
-    "whole-bfloat16",
-    "whole-trimmed",
-    "phrases-first",
-    "phrases-all",
-    "held-first",
-)
-FIRST_WINDOW, GROWTH = 16, 1.5  # generator frames (12.5 ms each)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 SPEECH_RANGE_DB = 50.0
 N_FFT, HOP, N_MELS = 1024, 256, 80
+# First sentences of replies, our own: greetings, lists, numbers, a long first clause,
+# fricatives and plosives at the start (where a cold first chunk is weakest).
+OWN_FIRST_SENTENCES = (
+    "Here are the steps to bake a simple loaf of bread.",
+    "Sure, that is a common question.",
+    "The short answer is yes, but there is a catch.",
+    "First, check that the cable is plugged in at both ends.",
+    "Of course, here are three ideas for dinner tonight.",
+    "Photosynthesis turns light, water and carbon dioxide into sugar.",
+    "She sells fresh fish at the market every Saturday morning.",
+    "To reset your password, open the account page and choose security.",
+    "Good morning, the weather today looks sunny with a light breeze.",
+    "Chess is a game for two players on a board of sixty-four squares.",
+    "Yes, you can cancel the order until it has shipped.",
+    "The meeting moved from Tuesday to Thursday at three.",
+    "Several factors explain why the project ran late.",
+    "Paris is the capital of France and its largest city.",
+    "Think of a neural network as layers of simple functions.",
+    "Zebras have black and white stripes that are unique to each animal.",
+    "Could you tell me which version of the app you are using?",
+    "Start by measuring the room from wall to wall.",
+    "Honestly, the simplest fix is to restart the router.",
+    "Vitamin C is found in oranges, peppers and strawberries.",
+    "The train to Berlin leaves at half past nine from platform four.",
+    "Shall I read the list again, more slowly this time?",
+)
 
 
+class OnePass(PhrasePlan):
+    """Never cuts: the rest of the sentence in one pass, whatever the wait."""
+
+    def next_cut(
+        self,
+        start: int,
+        frames: int,
+        pauses: Sequence[int],
+        *,
+        ahead: float,
+        inside: bool = False,
+        speech_end: int | None = None,
+    ) -> Cut:
+        return Cut(frames, CutKind.END)
+
+
+# Each plan the bench compares, built on this machine's cost model for each sentence.
+PLANS: dict[str, Callable[[CostModel], PhrasePlan]] = {
+    "shipped": lambda cost: PhrasePlan(cost=cost),
+    "pauses": lambda cost: PhrasePlan(cost=cost, first_window=10**9),
+    "one-pass": lambda cost: OnePass(cost=cost),
+}
+
+
+def first_sentences() -> list[str]:
+    """The first sentence of every scenario, then our own."""
+    firsts = [SENTENCE_END.split(s.source.strip(), maxsplit=1)[0] for s in SCENARIOS.values()]
+    return list(dict.fromkeys([*firsts, *OWN_FIRST_SENTENCES]))
+
+
+# --- measures ---------------------------------------------------------------------------
 def snr_db(reference: np.ndarray, estimate: np.ndarray) -> float:
     error = float(np.sum((reference - estimate) ** 2))
     power = float(np.sum(reference**2))
@@ -117,164 +146,210 @@ def speech_logmel_db(reference: np.ndarray, estimate: np.ndarray) -> float:
     return float(np.mean(np.abs(la - lb)[speech])) if speech.any() else 0.0
 
 
-def windows(frames: int) -> list[int]:
-    """Window ends for growing windows over ``frames`` generator frames."""
-    ends, end, width = [], 0, FIRST_WINDOW
-    while end < frames:
-        end = min(frames, end + width)
-        if frames - end < FIRST_WINDOW // 2:  # no sliver at the end
-            end = frames
-        ends.append(end)
-        width = int(width * GROWTH)
-    return ends
+def aligned(reference: np.ndarray, estimate: np.ndarray) -> np.ndarray:
+    """The stretch of ``reference`` that ``estimate`` (shorter: a cold start leaves the
+    lead-in out) lines up with best, by cross-correlation."""
+    lags = len(reference) - len(estimate)
+    if lags <= 0:
+        return reference[: len(estimate)]
+    n = 1 << (len(reference) + len(estimate)).bit_length()
+    spectrum = np.fft.rfft(reference, n) * np.conj(np.fft.rfft(estimate, n))
+    lag = int(np.argmax(np.fft.irfft(spectrum, n)[: lags + 1]))
+    return reference[lag : lag + len(estimate)]
 
 
-def cuts(strategy: str, utt: Any, min_part: int) -> tuple[int, list[int]]:
-    """Where ``strategy`` starts decoding, and its part ends."""
-    frames = utt.frames
-    if strategy.startswith("windows"):
-        return 0, windows(frames)
-    if strategy == "whole-trimmed":
-        start, end = utt.speech()
-        return start, [end]
-    if strategy.startswith("whole"):
-        return 0, [frames]
-    cold = strategy in ("phrases-first", "held-first")
-    start = utt.onset() if cold else 0
-    first, usable = start, []
-    for pause in utt.pauses():
-        if pause - start >= min_part and frames - pause >= min_part:
-            usable.append(pause)
-            start = pause
-            if cold:
-                break
-    if strategy == "held-first":
-        end, width = first, FIRST_WINDOW_FRAMES
-        held = []
-        while (usable or [frames])[0] - end - width >= min_part:
-            end += width
-            held.append(end)
-            width = int(width * GROWTH)
-        usable = held + usable
-    return first, usable + [frames]
+class Ears:
+    """The three ear-like measures, with their models loaded once."""
+
+    def __init__(self, asr_model: str) -> None:
+        from voicecli.audio.resample import Resampler
+        from voicecli.listen.asr import Transcriber
+
+        self._resampler = lambda: Resampler(SAMPLE_RATE, HEARING_RATE, "The quality bench")
+        self.transcriber = Transcriber(asr_model)
+        self._pesq = _import("pesq", "PESQ")
+        self._mos = _distillmos()
+
+    def hear(self, audio: np.ndarray) -> np.ndarray:
+        """``audio`` (24 kHz) as the measures take it: 16 kHz."""
+        return self._resampler()(np.concatenate([audio, np.zeros(480, np.float32)]))
+
+    def naturalness(self, audio16: np.ndarray) -> float:
+        from voicecli.tts import torch_thread
+
+        def score() -> float:
+            import torch
+
+            with torch.no_grad():
+                return float(self._mos(torch.from_numpy(audio16)[None]).reshape(-1)[0])
+
+        return torch_thread.run(score)
+
+    def fidelity(self, reference16: np.ndarray, estimate16: np.ndarray) -> float:
+        return float(self._pesq.pesq(HEARING_RATE, reference16, estimate16, "wb"))
+
+    def words(self, audio16: np.ndarray) -> str:
+        return self.transcriber.transcribe(audio16).text
 
 
-def render(engine: Any, utt: Any, strategy: str, min_part: int) -> tuple[int, list[np.ndarray]]:
-    """Samples of leading silence left out, and the parts as ``strategy`` decodes them."""
-    pooled = PooledStatistics()
-    stats: Statistics = pooled
-    if strategy == "windows-exact":
-        recorder = RecordingStatistics()
-        engine.decode(utt, 0, utt.frames, recorder)
-        stats = recorder.fixed()
-    elif strategy in ("windows-own", "whole-bfloat16"):
-        stats = OwnStatistics()
-    start, ends = cuts(strategy, utt, min_part)
-    precision = "bfloat16" if strategy.endswith("bfloat16") else "float32"
-    decoder = PartDecoder(engine, utt, stats, start, precision)
-    parts = []
-    pauses = set(utt.pauses())
-    for end in ends:
-        parts.append(decoder.next(end))
-        pooled.hold = strategy == "held-first" and end not in pauses
-    silence = np.zeros((utt.frames - ends[-1]) * FRAME_SAMPLES, np.float32)
-    parts[-1] = np.concatenate([parts[-1], silence])  # a trailing pause not decoded
-    return start * FRAME_SAMPLES, parts
+def _import(name: str, what: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise VoiceCliError(
+            f"--quality needs {what} ({name}): pip install 'voicecli[quality]'."
+        ) from None
 
 
-def measure(synth: Any, texts: list[str], *, seed: int = 0) -> dict[str, Any]:
-    """Every strategy against the whole-sentence reference, for each text."""
+def _distillmos() -> Any:
+    """DistillMOS's model. The package imports torchaudio at the top of its module for
+    its command line's file loading only; PyPI's torchaudio is built for CUDA torch and
+    does not load beside the CPU torch voicecli pins. The model itself is plain torch,
+    so an empty torchaudio stands in while distillmos is imported, where the real one
+    does not load, and is taken away again (others look torchaudio up by its spec)."""
+    stand_in = None
+    if "distillmos" not in sys.modules:
+        try:
+            import torchaudio  # noqa: F401
+        except (ImportError, OSError):
+            for module in [m for m in sys.modules if m.split(".")[0] == "torchaudio"]:
+                del sys.modules[module]
+            stand_in = sys.modules["torchaudio"] = types.ModuleType("torchaudio")
+    try:
+        distillmos = _import("distillmos", "DistillMOS")
+    finally:
+        if stand_in is not None:
+            del sys.modules["torchaudio"]
+    from voicecli.tts import torch_thread
+
+    def load() -> Any:
+        model = distillmos.ConvTransformerSQAModel()
+        model.eval()
+        return model
+
+    return torch_thread.run(load)
+
+
+# --- the bench ----------------------------------------------------------------------------
+def render(synth: Any, text: str, plan: PhrasePlan | None, seed: int) -> tuple[np.ndarray, list]:
+    """``text`` spoken by the executor at a cold start with ``plan`` (None: Kokoro's own
+    whole render), from the harmonic source ``seed`` draws; and the cuts made."""
     import torch
 
-    engine = synth.engine
-    rows: list[dict[str, Any]] = []
-    audio: dict[str, list[np.ndarray]] = {name: [] for name in ("whole", "floor", *STRATEGIES)}
-    # Per strategy, what it is compared with in every sentence: the whole render from
-    # the strategy's first sample on.
-    references: dict[str, list[np.ndarray]] = {name: [] for name in STRATEGIES}
-    for index, text in enumerate(texts):
+    from voicecli.tts.kokoro_local import Speaker
+    from voicecli.tts.steps import AudioPart
+
+    torch.manual_seed(seed)
+    if plan is None:
+        parts = []
         for chunk in synth.phonemes(text):
-            phonemes = chunk.phonemes
-            torch.manual_seed(seed + index)
-            utt = engine.prepare(phonemes, synth.voice, synth.speed)
-            reference = engine.decode(utt, 0, utt.frames)
-            torch.manual_seed(seed + index + 10_000)
-            other = engine.prepare(phonemes, synth.voice, synth.speed)
-            floor = engine.decode(other, 0, other.frames)
-            # The same harmonic source as the reference, through a front in bfloat16.
-            torch.manual_seed(seed + index)
-            fast = engine.prepare(phonemes, synth.voice, synth.speed, "bfloat16")
-            audio["whole"].append(reference)
-            audio["floor"].append(floor)
-            row: dict[str, Any] = {
-                "text": text,
-                "seconds": len(reference) / SAMPLE_RATE,
-                "pauses_s": [p * 300 / SAMPLE_RATE for p in utt.pauses()],
-                "floor": _compare(reference, floor),
-                "strategies": {},
+            utt = synth.engine.prepare(chunk.phonemes, synth.voice, synth.speed)
+            parts.append(synth.engine.decode(utt, 0, utt.frames))
+        return np.concatenate(parts), []
+    audio, cuts = [], []
+    for step in Speaker(synth, plan).speak_steps(synth.phonemes(text)):
+        match step:
+            case AudioPart(samples=samples, cut=cut):
+                audio.append(samples)
+                if cut is not None:
+                    cuts.append({"end_s": cut.end * FRAME_SECONDS, "kind": cut.kind.value})
+    return np.concatenate(audio), cuts
+
+
+def measure(synth: Any, texts: list[str], ears: Ears, *, seed: int = 0) -> dict[str, Any]:
+    """Every plan against Kokoro's whole render, for each text, each a cold start."""
+    rows: list[dict[str, Any]] = []
+    audio: dict[str, list[np.ndarray]] = {name: [] for name in ("whole", "floor", *PLANS)}
+    for index, text in enumerate(texts):
+        whole, _ = render(synth, text, None, seed + index)
+        floor, _ = render(synth, text, None, seed + index + 10_000)
+        whole16 = ears.hear(whole)
+        row: dict[str, Any] = {"text": text, "seconds": len(whole) / SAMPLE_RATE}
+        row["whole"] = {"mos": ears.naturalness(whole16), "heard": ears.words(whole16)}
+        floor16 = ears.hear(floor)
+        row["floor"] = {
+            "mos": ears.naturalness(floor16),
+            "heard": ears.words(floor16),
+            "pesq": ears.fidelity(whole16[: len(floor16)], floor16[: len(whole16)]),
+            "snr_db": snr_db(whole, floor[: len(whole)]),
+        }
+        audio["whole"].append(whole)
+        audio["floor"].append(floor)
+        for name in PLANS:
+            spoken, cuts = render(synth, text, PLANS[name](synth.cost), seed + index)
+            reference = aligned(whole, spoken)
+            spoken16, reference16 = ears.hear(spoken), ears.hear(reference)
+            n = min(len(spoken16), len(reference16))
+            row[name] = {
+                "mos": ears.naturalness(spoken16),
+                "heard": ears.words(spoken16),
+                "pesq": ears.fidelity(reference16[:n], spoken16[:n]),
+                "snr_db": snr_db(reference, spoken),
+                "logmel_db": speech_logmel_db(reference, spoken),
+                "first_part_s": cuts[0]["end_s"] if cuts else None,
+                "cuts": cuts,
             }
-            for strategy in STRATEGIES:
-                prepared = fast if strategy == "whole-bfloat16" else utt
-                trimmed, parts = render(engine, prepared, strategy, MIN_PART_FRAMES)
-                joined = np.concatenate(parts)
-                audio[strategy].append(joined)
-                references[strategy].append(reference[trimmed:])
-                chunks, offset = [], trimmed
-                for part in parts:
-                    ref = reference[offset : offset + len(part)]
-                    chunks.append({"seconds": len(part) / SAMPLE_RATE, **_compare(ref, part)})
-                    offset += len(part)
-                row["strategies"][strategy] = {
-                    "overall": _compare(reference[trimmed:], joined),
-                    "chunks": chunks,
-                    "trimmed_leading_silence_s": trimmed / SAMPLE_RATE,
-                    "lost_or_duplicated_samples": len(joined) - (len(reference) - trimmed),
-                }
-            rows.append(row)
-    summary = _summary(rows)
-    for strategy in STRATEGIES:  # all sentences as one signal: what a listener hears
-        together = _compare(np.concatenate(references[strategy]), np.concatenate(audio[strategy]))
-        summary[strategy].update(snr_db_all=together["snr_db"], logmel_db_all=together["logmel_db"])
-    return {"rows": rows, "summary": summary, "audio": audio}
+            audio[name].append(spoken)
+        rows.append(row)
+    return {"rows": rows, "summary": summarize(rows), "audio": audio}
 
 
-def _compare(reference: np.ndarray, estimate: np.ndarray) -> dict[str, float]:
-    return {
-        "snr_db": snr_db(reference, estimate),
-        "logmel_db": speech_logmel_db(reference, estimate),
-    }
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from voicecli.bench.wer import wer
 
-
-def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "floor": {
-            "snr_db_median": float(np.median([r["floor"]["snr_db"] for r in rows])),
-            "logmel_db_median": float(np.median([r["floor"]["logmel_db"] for r in rows])),
+    texts = [r["text"] for r in rows]
+    out: dict[str, Any] = {}
+    for name in ("whole", "floor", *PLANS):
+        mos = [r[name]["mos"] for r in rows]
+        entry: dict[str, Any] = {
+            "mos_median": statistics.median(mos),
+            "wer": wer(texts, [r[name]["heard"] for r in rows]),
         }
-    }
-    for strategy in STRATEGIES:
-        results = [r["strategies"][strategy] for r in rows]
-        chunks = [c for r in results for c in r["chunks"]]
-        finite = [r["overall"]["snr_db"] for r in results if math.isfinite(r["overall"]["snr_db"])]
-        out[strategy] = {
-            "chunks": len(chunks),
-            "cut_sentences": sum(1 for r in results if len(r["chunks"]) > 1),
-            "snr_db_overall_min": min(finite, default=math.inf),
-            "snr_db_overall_median": float(np.median(finite)) if finite else math.inf,
-            "snr_db_chunk_min": min(c["snr_db"] for c in chunks),
-            "logmel_db_overall_median": float(
-                np.median([r["overall"]["logmel_db"] for r in results])
-            ),
-            "logmel_db_chunk_max": max(c["logmel_db"] for c in chunks),
-            "lost_or_duplicated_samples": sum(
-                abs(r["lost_or_duplicated_samples"]) for r in results
-            ),
-        }
+        if name != "whole":
+            below = [r["whole"]["mos"] - r[name]["mos"] for r in rows]
+            pesq = [r[name]["pesq"] for r in rows]
+            entry.update(
+                mos_worst_below_whole=max(below),
+                mos_median_below_whole=statistics.median(below),
+                pesq_median=statistics.median(pesq),
+                pesq_worst=min(pesq),
+            )
+        out[name] = entry
     return out
 
 
+def report_lines(result: dict[str, Any]) -> list[str]:
+    s = result["summary"]
+    lines = [
+        f"{len(result['rows'])} first sentences, each spoken at a cold start",
+        f"{'render':10s} {'MOS med':>8s} {'vs whole':>9s} {'worst':>6s} {'WER':>6s} "
+        f"{'PESQ med':>9s} {'worst':>6s}",
+    ]
+    for name in ("whole", "floor", *PLANS):
+        r = s[name]
+        if name == "whole":
+            lines.append(f"{name:10s} {r['mos_median']:8.2f} {'':>9s} {'':>6s} {r['wer']:6.1%}")
+            continue
+        lines.append(
+            f"{name:10s} {r['mos_median']:8.2f} {-r['mos_median_below_whole']:+9.2f} "
+            f"{-r['mos_worst_below_whole']:+6.2f} {r['wer']:6.1%} {r['pesq_median']:9.2f} "
+            f"{r['pesq_worst']:6.2f}"
+        )
+    lines.append(
+        "MOS: DistillMOS (naturalness, no reference); vs whole: median and worst difference "
+        "from the whole render of the same sentence. WER: Whisper's transcript against the "
+        "text. PESQ: PESQ-WB against the whole render, aligned (floor: a second whole "
+        "render with another random source, Kokoro against itself). Goals (issue 31): MOS "
+        "median within 0.05 of whole's and no sentence 0.3 below, WER no worse than whole's, "
+        "PESQ median >= 3.5 and worst >= 3.0."
+    )
+    return lines
+
+
 def write_wavs(audio: dict[str, list[np.ndarray]], out_dir: Path, stem: str) -> list[Path]:
-    """One WAV per strategy, the sentences joined by 0.3 s of silence."""
+    """One WAV per render, the sentences joined by 0.3 s of silence."""
     gap = np.zeros(int(0.3 * SAMPLE_RATE), np.float32)
     paths = []
     for name, pieces in audio.items():
@@ -289,53 +364,23 @@ def write_wavs(audio: dict[str, list[np.ndarray]], out_dir: Path, stem: str) -> 
     return paths
 
 
-def report_lines(result: dict[str, Any]) -> list[str]:
-    s = result["summary"]
-    lines = [
-        f"{'strategy':15s} {'chunks':>6s} {'cut':>4s} {'SNR med':>8s} {'SNR min':>8s} "
-        f"{'chunk min':>9s} {'logmel med':>10s} {'chunk max':>9s} {'SNR all':>8s} "
-        f"{'logmel all':>10s}",
-        f"{'(floor)':15s} {'':>6s} {'':>4s} {s['floor']['snr_db_median']:8.1f} {'':>8s} "
-        f"{'':>9s} {s['floor']['logmel_db_median']:10.2f}",
-    ]
-    for strategy in STRATEGIES:
-        r = s[strategy]
-        lines.append(
-            f"{strategy:15s} {r['chunks']:6d} {r['cut_sentences']:4d} "
-            f"{r['snr_db_overall_median']:8.1f} {r['snr_db_overall_min']:8.1f} "
-            f"{r['snr_db_chunk_min']:9.1f} {r['logmel_db_overall_median']:10.2f} "
-            f"{r['logmel_db_chunk_max']:9.2f} {r['snr_db_all']:8.1f} {r['logmel_db_all']:10.2f}"
-        )
-    lines += [
-        "SNR in dB against the whole-sentence render from the same harmonic source "
-        "(inf: identical); logmel: mean |dB| of log-mel power over speech. (floor): two whole "
-        "renders with different random sources, Kokoro's own run-to-run difference. cut: "
-        "sentences decoded in more than one part. all: every sentence as one signal.",
-    ]
-    return lines
-
-
-def run(settings: Any, reply: ScriptedReply, name: str, output_dir: Path) -> None:
-    """The command: render the reply's sentences every way, report, write JSON and WAVs."""
+def run(settings: Any, output_dir: Path) -> None:
+    """The command: every first sentence spoken by every plan; report, JSON and WAVs."""
     from voicecli import display
-    from voicecli.pipeline import TextUnits, TurnOptions
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.factory import local_synthesizer
 
     if settings.endpoint_url or settings.sagemaker_endpoint:
         raise VoiceCliError("--quality measures the local Kokoro decoder: drop the endpoint.")
-    units = TextUnits(TurnOptions(code=settings.code))
-    texts = [spoken for _, spoken in units.feed(reply.text) + units.flush()]
-    with display.err.status("Loading the speech model…", spinner="dots"):
-        synth = KokoroSynthesizer(
-            voice=settings.voice, speed=settings.speed, lang=settings.lang,
-            model_dir=settings.model_dir,
-        )  # fmt: skip
-    display.note(f"rendering {len(texts)} sentences {len(STRATEGIES) + 2} ways")
-    result = measure(synth, texts)
-    stem = f"quality-{name}"
-    paths = write_wavs(result.pop("audio"), output_dir, stem)
-    result.update(machine=machine_info(), synth=synth.describe(), scenario=name)
-    paths.insert(0, write_json(result, output_dir / f"{stem}.json"))
+    with display.err.status("Loading the speech model and the measures…", spinner="dots"):
+        ears = Ears(settings.asr_model)
+        synth = local_synthesizer(settings)
+        synth.warm_up()  # the cost model the shipped plan decides with
+    texts = first_sentences()
+    display.note(f"speaking {len(texts)} first sentences {len(PLANS) + 2} ways")
+    result = measure(synth, texts, ears)
+    paths = write_wavs(result.pop("audio"), output_dir, "quality")
+    result.update(machine=machine_info(), synth=synth.describe())
+    paths.insert(0, write_json(result, output_dir / "quality.json"))
     for line in report_lines(result):
         display.out.print(line, markup=False)
     for path in paths:

@@ -93,8 +93,9 @@ def parse_load(value: str) -> list[int]:
 @click.option(
     "--quality",
     is_flag=True,
-    help="Instead of timing: how close audio decoded in parts is to whole-sentence audio "
-    "(SNR and log-mel distance per chunk, and WAVs of each way), with local Kokoro.",
+    help="Instead of timing: how the first sentence of a turn sounds as voicecli speaks it, "
+    "against Kokoro's whole render (DistillMOS, Whisper's WER, PESQ-WB; WAVs of each), "
+    "with local Kokoro. Needs the quality extra.",
 )
 @click.option(
     "--isolation",
@@ -231,7 +232,7 @@ def _bench(
     if quality:
         from voicecli.bench import quality as quality_bench
 
-        quality_bench.run(settings_from(config_path, **flags), reply, name, output_dir)
+        quality_bench.run(settings_from(config_path, **flags), output_dir)
         return
 
     if turn_taking:

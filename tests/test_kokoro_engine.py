@@ -15,6 +15,8 @@ from voicecli.errors import VoiceCliError
 from voicecli.tts import kokoro_engine, torch_thread
 from voicecli.tts.kokoro_engine import (
     KOKORO_VERSION,
+    CorpusStatistics,
+    FixedStatistics,
     KokoroEngine,
     PooledStatistics,
     RecordingStatistics,
@@ -99,6 +101,20 @@ def test_a_part_that_holds_the_statistics_continues_the_one_before_it_with_no_se
     stats = PooledStatistics()
     engine.decode(utterance, 0, 30, stats)
     assert not np.allclose(engine.decode(utterance, 30, utterance.frames, stats), rest, atol=1e-3)
+
+
+def test_a_voice_prior_is_where_a_first_part_is_normalised_from(tiny_synth, utterance):
+    engine = tiny_synth.engine
+    corpus = CorpusStatistics()
+    corpus.samples = len(engine.decode(utterance, 0, utterance.frames, corpus))
+    as_corpus = FixedStatistics(tuple((m, v) for v, m, _ in corpus.prior(1.0).moments))
+    alone = engine.decode(utterance, 0, 30, PooledStatistics())
+    # A prior that outweighs the part: normalised as the corpus was.
+    heavy = engine.decode(utterance, 0, 30, PooledStatistics(corpus.prior(1e6)))
+    np.testing.assert_allclose(heavy, engine.decode(utterance, 0, 30, as_corpus), atol=1e-4)
+    # A light one moves it only part of the way from the part's own statistics.
+    light = engine.decode(utterance, 0, 30, PooledStatistics(corpus.prior(0.1)))
+    assert 0 < np.abs(light - alone).mean() < np.abs(heavy - alone).mean()
 
 
 def test_a_second_engine_on_the_same_model_leaves_the_first_decoding_as_before(

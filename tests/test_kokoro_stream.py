@@ -18,7 +18,7 @@ from voicecli.tts.kokoro_local import (
     KokoroSynthesizer,
     split_phonemes,
 )
-from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, CostModel, CutKind
+from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, CostModel, CutKind, PhrasePlan
 from voicecli.tts.steps import AudioPart, TextStaged
 
 SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "And a second.")]
@@ -130,6 +130,21 @@ def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
         assert cuts and [c.end for c in cuts] == sorted(c.end for c in cuts), cuts
         assert cuts[-1].kind in (CutKind.END, CutKind.SPEECH_END), cuts
         assert all(c.kind in (CutKind.PAUSE, CutKind.WINDOW) for c in cuts[:-1]), cuts
+
+
+def test_a_cut_utterance_is_normalised_from_the_voice_prior_a_whole_one_is_not(tiny_synth):
+    from voicecli.bench.quality import OnePass, render
+
+    tiny_synth.learn_voice(tiny_synth.spec)
+    assert tiny_synth.prior(tiny_synth.spec) is not None
+    text = "Here is a long first sentence, with a pause in it, and then some more words."
+    slow = CostModel(rtf=3.0, per_call=0.05)  # a cold start that must cut
+    cut, _ = render(tiny_synth, text, PhrasePlan(cost=slow), seed=5)
+    own, _ = render(tiny_synth, text, PhrasePlan(cost=slow), seed=5, priors=False)
+    assert len(cut) == len(own) and not np.allclose(cut, own, atol=1e-4)
+    whole, _ = render(tiny_synth, text, OnePass(cost=slow), seed=5)  # Kokoro's own pass
+    again, _ = render(tiny_synth, text, OnePass(cost=slow), seed=5, priors=False)
+    np.testing.assert_array_equal(whole, again)
 
 
 def prepared(synth, monkeypatch) -> list[Utterance]:

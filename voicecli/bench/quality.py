@@ -11,7 +11,10 @@ source is random, so two whole renders differ: that difference is the floor).
 Plans (``PLANS``), all run through the same ``Speaker``:
 
 ``shipped``
-    ``PhrasePlan`` as voicecli ships it, on the cost model this machine has taught it.
+    ``PhrasePlan`` as voicecli ships it, on the cost model this machine has taught it,
+    a cut utterance normalised from the voice's prior (``VoicePrior``).
+``no-prior``
+    The same, each part normalised over its own speech and the parts before it alone.
 ``pauses``
     The same with no first window: a long first phrase is waited for whole.
 ``one-pass``
@@ -93,11 +96,13 @@ class OnePass(PhrasePlan):
         return Cut(frames, CutKind.END)
 
 
-# Each plan the bench compares, built on this machine's cost model for each sentence.
-PLANS: dict[str, Callable[[CostModel], PhrasePlan]] = {
-    "shipped": lambda cost: PhrasePlan(cost=cost),
-    "pauses": lambda cost: PhrasePlan(cost=cost, first_window=10**9),
-    "one-pass": lambda cost: OnePass(cost=cost),
+# Each way the bench compares: a plan, built on this machine's cost model for each
+# sentence, and whether a cut utterance is normalised from the voice's prior.
+PLANS: dict[str, tuple[Callable[[CostModel], PhrasePlan], bool]] = {
+    "shipped": (lambda cost: PhrasePlan(cost=cost), True),
+    "no-prior": (lambda cost: PhrasePlan(cost=cost), False),
+    "pauses": (lambda cost: PhrasePlan(cost=cost, first_window=10**9), True),
+    "one-pass": (lambda cost: OnePass(cost=cost), True),
 }
 
 
@@ -233,9 +238,12 @@ def _distillmos() -> Any:
 
 
 # --- the bench ----------------------------------------------------------------------------
-def render(synth: Any, text: str, plan: PhrasePlan | None, seed: int) -> tuple[np.ndarray, list]:
+def render(
+    synth: Any, text: str, plan: PhrasePlan | None, seed: int, *, priors: bool = True
+) -> tuple[np.ndarray, list]:
     """``text`` spoken by the executor at a cold start with ``plan`` (None: Kokoro's own
-    whole render), from the harmonic source ``seed`` draws; and the cuts made."""
+    whole render) and the voice's prior or not, from the harmonic source ``seed``
+    draws; and the cuts made."""
     import torch
 
     from voicecli.tts.kokoro_local import Speaker
@@ -249,7 +257,7 @@ def render(synth: Any, text: str, plan: PhrasePlan | None, seed: int) -> tuple[n
             parts.append(synth.engine.decode(utt, 0, utt.frames))
         return np.concatenate(parts), []
     audio, cuts = [], []
-    for step in Speaker(synth, plan).speak_steps(synth.phonemes(text)):
+    for step in Speaker(synth, plan, priors=priors).speak_steps(synth.phonemes(text)):
         match step:
             case AudioPart(samples=samples, cut=cut):
                 audio.append(samples)
@@ -278,7 +286,8 @@ def measure(synth: Any, texts: list[str], ears: Ears, *, seed: int = 0) -> dict[
         audio["whole"].append(whole)
         audio["floor"].append(floor)
         for name in PLANS:
-            spoken, cuts = render(synth, text, PLANS[name](synth.cost), seed + index)
+            make, priors = PLANS[name]
+            spoken, cuts = render(synth, text, make(synth.cost), seed + index, priors=priors)
             reference = aligned(whole, spoken)
             spoken16, reference16 = ears.hear(spoken), ears.hear(reference)
             n = min(len(spoken16), len(reference16))
@@ -374,7 +383,7 @@ def run(settings: Any, output_dir: Path) -> None:
     with display.err.status("Loading the speech model and the measures…", spinner="dots"):
         ears = Ears(settings.asr_model)
         synth = local_synthesizer(settings)
-        synth.warm_up()  # the cost model the shipped plan decides with
+        synth.warm_up()  # the cost model the shipped plan decides with, the voice's prior
     texts = first_sentences()
     display.note(f"speaking {len(texts)} first sentences {len(PLANS) + 2} ways")
     result = measure(synth, texts, ears)

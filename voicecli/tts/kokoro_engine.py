@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from voicecli.errors import VoiceCliError
+from voicecli.frames import SAMPLE_RATE
 from voicecli.tts import torch_thread
 
 KOKORO_VERSION = "0.9.4"  # the kokoro whose module layout this code follows
@@ -179,20 +180,34 @@ class OwnStatistics:
         return mean, var
 
 
-@dataclass
+# Per layer: the variance, mean and number of frames of what it normalised.
+Moments = tuple[Any, Any, float]
+
+
+@dataclass(frozen=True)
+class VoicePrior:
+    """What a voice's norm layers see on average (``CorpusStatistics``), weighing as
+    much as ``seconds`` of audio would in a pool."""
+
+    moments: tuple[Moments, ...]
+    seconds: float
+
+
 class PooledStatistics:
     """Each part's own moments pooled with those of the parts decoded before it, so the
     later parts of an utterance come close to its whole-utterance statistics (what the
-    synthesizer uses). While ``hold`` is set, a part normalises with exactly what the
-    part before it did (and still adds its moments to the pool): it continues that part
-    with no seam, as one decode of both would, so a part may then end anywhere, not
-    only in a pause."""
+    synthesizer uses). With a ``prior``, the pool starts from the voice's average, so
+    that a first part normalised over little speech is not normalised over that alone.
+    While ``hold`` is set, a part normalises with exactly what the part before it did
+    (and still adds its moments to the pool): it continues that part with no seam, as
+    one decode of both would, so a part may then end anywhere, not only in a pause."""
 
-    hold: bool = False
-    _moments: list[tuple[Any, Any, int] | None] = field(  # variance, mean, frames
-        default_factory=lambda: [None] * GENERATOR_NORMS
-    )
-    _used: list[tuple[Any, Any] | None] = field(default_factory=lambda: [None] * GENERATOR_NORMS)
+    def __init__(self, prior: VoicePrior | None = None) -> None:
+        self.hold = False
+        self._moments: list[Moments | None] = (
+            list(prior.moments) if prior is not None else [None] * GENERATOR_NORMS
+        )
+        self._used: list[tuple[Any, Any] | None] = [None] * GENERATOR_NORMS
 
     def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
         n = x.shape[-1]
@@ -209,6 +224,29 @@ class PooledStatistics:
             used = self._used[index] = (mean, var)
         self._moments[index] = own if before is None else _combine(before, own)
         return used
+
+
+class CorpusStatistics(OwnStatistics):
+    """Own statistics, pooled over every decode made with it: decode a voice's corpus
+    of whole sentences (each normalised as Kokoro would), then take its ``prior``."""
+
+    def __init__(self) -> None:
+        self._pool: list[Moments | None] = [None] * GENERATOR_NORMS
+        self.samples = 0  # of audio decoded, counted by the caller
+
+    def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
+        own = _moments_of(x)
+        pool = self._pool[index]
+        self._pool[index] = own if pool is None else _combine(pool, own)
+        return own[1], own[0]
+
+    def prior(self, seconds: float) -> VoicePrior:
+        """The corpus's moments, weighing as much as ``seconds`` of audio."""
+        if self.samples <= 0 or any(m is None for m in self._pool):
+            raise ValueError("nothing decoded: decode a corpus with these statistics first")
+        scale = seconds * SAMPLE_RATE / self.samples
+        pooled = tuple((var, mean, n * scale) for var, mean, n in self._pool)  # type: ignore[misc]
+        return VoicePrior(pooled, seconds)
 
 
 class RecordingStatistics(OwnStatistics):

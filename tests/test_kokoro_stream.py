@@ -132,9 +132,12 @@ def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
         assert all(c.kind in (CutKind.PAUSE, CutKind.WINDOW) for c in cuts[:-1]), cuts
 
 
-def test_a_cut_utterance_is_normalised_from_the_voice_prior_a_whole_one_is_not(tiny_synth):
+def test_a_cut_utterance_is_normalised_from_the_voice_prior_a_whole_one_is_not(tiny_model_dir):
     from voicecli.bench.quality import OnePass, render
 
+    # A synthesizer of its own: the shared one's voice has no prior (exact renders).
+    tiny_synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
+    assert tiny_synth.prior(tiny_synth.spec) is None
     tiny_synth.learn_voice(tiny_synth.spec)
     assert tiny_synth.prior(tiny_synth.spec) is not None
     text = "Here is a long first sentence, with a pause in it, and then some more words."

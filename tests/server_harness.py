@@ -40,8 +40,8 @@ class StandInModel:
     def limit_parts(self, seconds: float | None) -> None:
         pass
 
-    def warm_up(self) -> None:
-        pass
+    def warm_up_steps(self) -> Iterator[None]:
+        return iter(())
 
 
 class RunningServer:

@@ -364,11 +364,15 @@ def test_dockerfile_pins_the_model_revision_and_declares_bidirectional_streaming
 class WarmingModel(StandInModel):
     """Notes when it is warmed up and when it speaks."""
 
-    def __init__(self) -> None:
+    def __init__(self, steps: int = 1, seconds: float = 0.0) -> None:
         self.events: list[str] = []
+        self.steps, self.seconds = steps, seconds
 
-    def warm_up(self) -> None:
-        self.events.append("warm")
+    def warm_up_steps(self) -> Iterator[None]:
+        for _ in range(self.steps):
+            time.sleep(self.seconds)  # a forward pass
+            self.events.append("warm")
+            yield
 
     def speak_steps(
         self,
@@ -395,5 +399,26 @@ def test_the_model_is_warmed_up_once_when_idle_never_before_a_waiting_client() -
             assert collect(ws, "later")[1]["type"] == "sentence_done"
             time.sleep(1.0)  # idle again: no second warm-up
         assert model.events == ["speak", "warm", "speak"]
+    finally:
+        running.stop()
+
+
+def test_a_client_that_comes_during_the_warm_up_waits_for_one_of_its_passes_only() -> None:
+    model = WarmingModel(steps=20, seconds=0.2)  # 4 s of warming up
+    running = RunningServer(lambda: model, Limits(warm_after=0.1)).start()
+    try:
+        running.wait_ready()
+        deadline = time.monotonic() + RECV_TIMEOUT
+        while "warm" not in model.events:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with ws_connect(running) as ws:
+            began = time.monotonic()
+            ws.send(speak("now", "Hello."))
+            assert collect(ws, "now")[1]["type"] == "sentence_done"
+            assert time.monotonic() - began < 2.0, model.events
+        assert model.events.index("speak") < 10, model.events  # served mid-warm-up
+        assert running.server.config.app.state.engine.warm.wait(RECV_TIMEOUT)
+        assert model.events.count("warm") == 20  # and the warm-up went on after it
     finally:
         running.stop()

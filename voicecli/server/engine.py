@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -83,9 +83,10 @@ class SpeechModel(Protocol):
 
     def speaker(self) -> Speaker: ...
 
-    def warm_up(self) -> None:
-        """Pay a process's first, slower forward passes; the server calls it once, when
-        idle, so that it never delays a client that is already waiting."""
+    def warm_up_steps(self) -> Iterator[None]:
+        """Pay a process's first, slower forward passes and learn what a first turn
+        needs, one pass per step; the server runs them once, when idle, and serves
+        whoever arrives between any two, so that it never delays a client long."""
         ...
 
 
@@ -172,6 +173,8 @@ class Engine:
         self._worked_at: float | None = None  # the last step, until memory is released
         self._idle_since = 0.0  # when the worker last had a job (or the model loaded)
         self.warm = threading.Event()  # the model has been warmed up
+        self._warming: Iterator[None] | None = None  # its warm-up, under way
+        self._warm_began = 0.0
 
     @property
     def clients(self) -> int:
@@ -306,9 +309,10 @@ class Engine:
             self._worked_at = self._idle_since = time.monotonic()
 
     def _warm_up_when_idle(self) -> None:
-        """Warm the model up once nobody has had a job for ``warm_after``. The client
-        that started an engine is served first, cold (a first pass is about 0.2 s
-        slower): the warm-up would make it wait about a second."""
+        """One step of the model's warm-up, once nobody has had a job for
+        ``warm_after``: a client that arrives meanwhile waits for one pass at most. The
+        client that started an engine is served first, cold (a first pass is about 0.2 s
+        slower), before any of it."""
         if self.warm.is_set() or time.monotonic() - self._idle_since < self.limits.warm_after:
             return
         with self._work:
@@ -316,12 +320,16 @@ class Engine:
                 self._idle_since = time.monotonic()  # in the text stage: not idle
                 return
         assert self.model is not None
-        began = time.monotonic()
+        if self._warming is None:
+            self._warming, self._warm_began = self.model.warm_up_steps(), time.monotonic()
         try:
-            self.model.warm_up()
+            next(self._warming)
+            return
+        except StopIteration:
+            log.info("warmed up in %.2f s", time.monotonic() - self._warm_began)
         except Exception as exc:  # noqa: BLE001 - the next request will say what is wrong
             log.warning("warm-up failed: %r", exc)
-        log.info("warmed up in %.2f s", time.monotonic() - began)
+        self._warming = None
         self.warm.set()
         self._worked_at = time.monotonic()
 

@@ -466,14 +466,19 @@ class KokoroSynthesizer:
         self.speed = check_speed(speed)
 
     def warm_up(self) -> None:
+        for _ in self.warm_up_steps():
+            pass
+
+    def warm_up_steps(self) -> Iterator[None]:
+        """``warm_up`` one forward pass at a time (a server serves clients between)."""
         # A process's first forward passes are slower than later ones (a third, for this
         # text): they pay that here, and teach the cost model nothing. The second time,
         # it learns this machine's speed, which decides whether a first turn starts with
         # a window. Then the voice's prior, which its first parts are normalised from.
         for cost in (CostModel(), self.cost):
             for _ in Speaker(self, PhrasePlan(cost=cost)).speak("Hello there."):
-                pass
-        self.learn_voice(self.spec)
+                yield
+        yield from self._learning(self.spec)
 
     def prior(self, spec: VoiceSpec) -> VoicePrior | None:
         """The voice's prior, if learnt (``learn_voice``): without it a first part is
@@ -484,6 +489,11 @@ class KokoroSynthesizer:
     def learn_voice(self, spec: VoiceSpec) -> None:
         """Learn the voice's prior (a few seconds of decoding; once per voice): warm-ups
         do, so that it never delays a first sound."""
+        for _ in self._learning(spec):
+            pass
+
+    def _learning(self, spec: VoiceSpec) -> Iterator[None]:
+        """``learn_voice``, one forward pass at a time."""
         if self.prior(spec) is not None:
             return
         pack = self.packs.get(spec)
@@ -491,8 +501,10 @@ class KokoroSynthesizer:
         for text in PRIOR_CORPUS:
             for chunk in self.phonemes(text):
                 utt = self.engine.prepare(chunk.phonemes, pack, self.speed, self.precision)
+                yield
                 audio = self.engine.decode(utt, 0, utt.frames, corpus, precision=self.precision)
                 corpus.samples += len(audio)
+                yield
         with self._priors_lock:
             if len(self._priors) >= PRIORS_KEPT:
                 self._priors.pop(next(iter(self._priors)))

@@ -324,6 +324,7 @@ class Engine:
             self._warming, self._warm_began = self.model.warm_up_steps(), time.monotonic()
         try:
             next(self._warming)
+            self._worked_at = time.monotonic()  # memory is given back after it, not amid
             return
         except StopIteration:
             log.info("warmed up in %.2f s", time.monotonic() - self._warm_began)

@@ -245,7 +245,7 @@ class CorpusStatistics(OwnStatistics):
         if self.samples <= 0 or any(m is None for m in self._pool):
             raise ValueError("nothing decoded: decode a corpus with these statistics first")
         scale = seconds * SAMPLE_RATE / self.samples
-        pooled = tuple((var, mean, n * scale) for var, mean, n in self._pool)  # type: ignore[misc]
+        pooled = tuple((m[0], m[1], m[2] * scale) for m in self._pool if m is not None)
         return VoicePrior(pooled, seconds)
 
 

@@ -297,7 +297,7 @@ def measure(synth: Any, texts: list[str], ears: Ears, *, seed: int = 0) -> dict[
                 "pesq": ears.fidelity(reference16[:n], spoken16[:n]),
                 "snr_db": snr_db(reference, spoken),
                 "logmel_db": speech_logmel_db(reference, spoken),
-                "first_part_s": cuts[0]["end_s"] if cuts else None,
+                "first_cut_s": cuts[0]["end_s"] if cuts else None,
                 "cuts": cuts,
             }
             audio[name].append(spoken)

@@ -10,6 +10,13 @@ from tests import tinymodel
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _voice_priors_of_its_own(tmp_path, monkeypatch):
+    """Each test learns voice priors for itself: a prior on disk changes every cut render
+    after it (docs/streaming.md), whoever learnt it."""
+    monkeypatch.setenv("VOICECLI_PRIOR_CACHE", str(tmp_path / "voice-priors"))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Kokoro model dir (config.json, kokoro-v1_0.pth, voices/)."""

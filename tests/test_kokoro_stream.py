@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from voicecli.bench.quality import snr_db
 from voicecli.cancel import CancelToken
@@ -20,6 +21,7 @@ from voicecli.tts.kokoro_local import (
 )
 from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, CostModel, CutKind, PhrasePlan
 from voicecli.tts.steps import AudioPart, TextStaged
+from voicecli.tts.voices import VoiceSpec
 
 SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "And a second.")]
 
@@ -144,10 +146,34 @@ def test_a_cut_utterance_is_normalised_from_the_voice_prior_a_whole_one_is_not(t
     slow = CostModel(rtf=3.0, per_call=0.05)  # a cold start that must cut
     cut, _ = render(tiny_synth, text, PhrasePlan(cost=slow), seed=5)
     own, _ = render(tiny_synth, text, PhrasePlan(cost=slow), seed=5, priors=False)
-    assert len(cut) == len(own) and not np.allclose(cut, own, atol=1e-4)
     whole, _ = render(tiny_synth, text, OnePass(cost=slow), seed=5)  # Kokoro's own pass
     again, _ = render(tiny_synth, text, OnePass(cost=slow), seed=5, priors=False)
-    np.testing.assert_array_equal(whole, again)
+    # The same render but for bfloat16's rounding, which threads make differ run to run.
+    assert len(cut) == len(own) and len(whole) == len(again)
+    assert np.abs(whole - again).mean() < np.abs(cut - own).mean() / 10
+
+
+def test_a_voice_prior_is_kept_on_disk_for_the_next_process(tiny_model_dir, tmp_path, monkeypatch):
+    first = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
+    first.learn_voice(first.spec)
+    learnt = first.prior(first.spec)
+    # A later process (a new synthesizer) reads it instead of learning it again.
+    later = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
+    read = later.prior(later.spec)
+    assert read is not None and read.seconds == learnt.seconds
+    for (var, mean, n), (var2, mean2, n2) in zip(learnt.moments, read.moments, strict=True):
+        assert torch.equal(var, var2) and torch.equal(mean, mean2) and n == n2
+    # Another voice, another file: nothing read for it.
+    assert later.prior(VoiceSpec.parse("am_tiny")) is None
+    # A file that cannot be read is a miss (learnt again), never an error.
+    for path in tmp_path.glob("voice-priors/*.npz"):
+        path.write_bytes(b"not a prior")
+    assert KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir).prior(first.spec) is None
+    # Nor a cache that cannot be written: the prior is kept in memory.
+    monkeypatch.setenv("VOICECLI_PRIOR_CACHE", "/proc/no-such-place")
+    lone = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
+    lone.learn_voice(lone.spec)
+    assert lone.prior(lone.spec) is not None
 
 
 def prepared(synth, monkeypatch) -> list[Utterance]:

@@ -44,6 +44,7 @@ from voicecli.tts.kokoro_engine import (
 )
 from voicecli.tts.kokoro_files import ModelFiles, VoicePacks, load_g2p, load_kmodel
 from voicecli.tts.phrases import FRAME_SECONDS, CostModel, Cut, CutKind, PhrasePlan, Playhead
+from voicecli.tts.prior_store import PriorStore
 from voicecli.tts.steps import AudioPart, Step, TextStaged
 from voicecli.tts.voices import INSTALLED_LANGS, LANGUAGES, VoiceSpec
 
@@ -438,8 +439,20 @@ class KokoroSynthesizer:
         )
         # Shared by every Speaker: the machine's speed is the same for all listeners.
         self.cost = CostModel()
-        self._priors: dict[str, VoicePrior] = {}  # by voice spec, once learnt
+        self._priors: dict[str, VoicePrior] = {}  # by voice spec, once learnt or read
         self._priors_lock = threading.Lock()
+        weights = self.files.weights.stat()
+        self._prior_store = PriorStore(
+            {
+                "weights": str(self.files.weights.resolve()),
+                "size": weights.st_size,
+                "mtime_ns": weights.st_mtime_ns,
+                "voices": self.files.source,
+                "precision": self.precision,
+                "corpus": PRIOR_CORPUS,
+                "seconds": PRIOR_SECONDS,
+            },
+        )
 
     def phonemes(self, text: str) -> list[PhonemeChunk]:
         """The phoneme chunks for ``text``, each at most ``PREPARE_PHONEMES`` long."""
@@ -481,14 +494,28 @@ class KokoroSynthesizer:
         yield from self._learning(self.spec)
 
     def prior(self, spec: VoiceSpec) -> VoicePrior | None:
-        """The voice's prior, if learnt (``learn_voice``): without it a first part is
-        normalised over its own speech alone."""
+        """The voice's prior, if learnt (``learn_voice``, here or by an earlier process
+        on this machine): without it a first part is normalised over its own speech
+        alone."""
+        key = str(spec)
         with self._priors_lock:
-            return self._priors.get(str(spec))
+            known = self._priors.get(key)
+        if known is not None:
+            return known
+        stored = self._prior_store.load(key)
+        if stored is not None:
+            self._keep(key, stored)
+        return stored
+
+    def _keep(self, key: str, prior: VoicePrior) -> None:
+        with self._priors_lock:
+            if key not in self._priors and len(self._priors) >= PRIORS_KEPT:
+                self._priors.pop(next(iter(self._priors)))
+            self._priors[key] = prior
 
     def learn_voice(self, spec: VoiceSpec) -> None:
-        """Learn the voice's prior (a few seconds of decoding; once per voice): warm-ups
-        do, so that it never delays a first sound."""
+        """Learn the voice's prior (a few seconds of decoding; once per voice and
+        machine, kept on disk): warm-ups do, so that it never delays a first sound."""
         for _ in self._learning(spec):
             pass
 
@@ -500,15 +527,14 @@ class KokoroSynthesizer:
         corpus = CorpusStatistics()
         for text in PRIOR_CORPUS:
             for chunk in self.phonemes(text):
-                utt = self.engine.prepare(chunk.phonemes, pack, self.speed, self.precision)
+                utt = self.engine.prepare(chunk.phonemes, pack, 1.0, self.precision)
                 yield
                 audio = self.engine.decode(utt, 0, utt.frames, corpus, precision=self.precision)
                 corpus.samples += len(audio)
                 yield
-        with self._priors_lock:
-            if len(self._priors) >= PRIORS_KEPT:
-                self._priors.pop(next(iter(self._priors)))
-            self._priors[str(spec)] = corpus.prior(PRIOR_SECONDS)
+        prior = corpus.prior(PRIOR_SECONDS)
+        self._keep(str(spec), prior)
+        self._prior_store.save(str(spec), prior)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -448,6 +448,7 @@ class KokoroSynthesizer:
                 "size": weights.st_size,
                 "mtime_ns": weights.st_mtime_ns,
                 "voices": self.files.source,
+                "lang": self.lang,  # the corpus's phonemes
                 "precision": self.precision,
                 "corpus": PRIOR_CORPUS,
                 "seconds": PRIOR_SECONDS,

@@ -439,7 +439,9 @@ class KokoroSynthesizer:
         )
         # Shared by every Speaker: the machine's speed is the same for all listeners.
         self.cost = CostModel()
-        self._priors: dict[str, VoicePrior] = {}  # by voice spec, once learnt or read
+        # By voice spec, once learnt or looked for on disk (None: not there), so that a
+        # sentence's synthesis does not look for it again.
+        self._priors: dict[str, VoicePrior | None] = {}
         self._priors_lock = threading.Lock()
         weights = self.files.weights.stat()
         self._prior_store = PriorStore(
@@ -495,20 +497,18 @@ class KokoroSynthesizer:
         yield from self._learning(self.spec)
 
     def prior(self, spec: VoiceSpec) -> VoicePrior | None:
-        """The voice's prior, if learnt (``learn_voice``, here or by an earlier process
-        on this machine): without it a first part is normalised over its own speech
-        alone."""
+        """The voice's prior, if learnt (``learn_voice``, here, or by an earlier process
+        on this machine before this one first looked): without it a first part is
+        normalised over its own speech alone."""
         key = str(spec)
         with self._priors_lock:
-            known = self._priors.get(key)
-        if known is not None:
-            return known
+            if key in self._priors:
+                return self._priors[key]
         stored = self._prior_store.load(key)
-        if stored is not None:
-            self._keep(key, stored)
+        self._keep(key, stored)
         return stored
 
-    def _keep(self, key: str, prior: VoicePrior) -> None:
+    def _keep(self, key: str, prior: VoicePrior | None) -> None:
         with self._priors_lock:
             if key not in self._priors and len(self._priors) >= PRIORS_KEPT:
                 self._priors.pop(next(iter(self._priors)))

@@ -111,6 +111,12 @@ def ping_status(server: RunningServer) -> int:
         return exc.code
 
 
+def ping(server: RunningServer) -> dict[str, object]:
+    """GET /ping's answer, once it is 200."""
+    with urllib.request.urlopen(server.http_url + "/ping", timeout=10) as response:
+        return json.load(response)
+
+
 def ws_connect(server: RunningServer) -> ClientConnection:
     return connect(server.ws_url + WS, open_timeout=10, max_size=None, proxy=None)
 

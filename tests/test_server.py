@@ -27,6 +27,7 @@ from tests.server_harness import (
     RunningServer,
     StandInModel,
     collect,
+    ping,
     ping_status,
     recv,
     recv_control,
@@ -412,6 +413,7 @@ def test_a_client_that_comes_during_the_warm_up_waits_for_one_of_its_passes_only
         while "warm" not in model.events:
             assert time.monotonic() < deadline
             time.sleep(0.02)
+        assert ping(running) == {"status": "ready", "warm": False}
         with ws_connect(running) as ws:
             began = time.monotonic()
             ws.send(speak("now", "Hello."))
@@ -420,5 +422,6 @@ def test_a_client_that_comes_during_the_warm_up_waits_for_one_of_its_passes_only
         assert model.events.index("speak") < 10, model.events  # served mid-warm-up
         assert running.server.config.app.state.engine.warm.wait(RECV_TIMEOUT)
         assert model.events.count("warm") == 20  # and the warm-up went on after it
+        assert ping(running) == {"status": "ready", "warm": True}
     finally:
         running.stop()

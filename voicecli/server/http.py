@@ -43,11 +43,12 @@ def error_response(code: str, message: str) -> JSONResponse:
 
 
 def ping_route(engine: Engine) -> Handler:
-    """200 once the model has loaded; 503 while it loads, or if it failed."""
+    """200 once the model has loaded; 503 while it loads, or if it failed. ``warm``
+    says whether its idle warm-up (first passes, the voice's prior) is over."""
 
     async def ping(request: Request) -> Response:
         if engine.ready.is_set():
-            return JSONResponse({"status": "ready"})
+            return JSONResponse({"status": "ready", "warm": engine.warm.is_set()})
         if engine.load_error is not None:
             return JSONResponse({"status": "failed", "message": engine.load_error}, 503)
         return JSONResponse({"status": "loading"}, 503)

@@ -93,18 +93,23 @@ def http_base(endpoint_url: str) -> str:
     return f"{scheme}://{parts.netloc}"
 
 
-def wait_for_ping(base: str, timeout: float, alive: Callable[[], str | None]) -> None:
-    """Until GET /ping answers 200; ``alive`` returns why the server is gone, if it is."""
+def wait_for_ping(
+    base: str, timeout: float, alive: Callable[[], str | None], *, warm: bool = False
+) -> None:
+    """Until GET /ping answers 200 (and, with ``warm``, says the server's idle warm-up is
+    over); ``alive`` returns why the server is gone, if it is."""
     deadline = time.monotonic() + timeout
     last = "no answer"
+    state = "ready (warm)" if warm else "ready"
     while time.monotonic() < deadline:
         gone = alive()
         if gone:
             raise VoiceCliError(gone)
         try:
             with urllib.request.urlopen(f"{base}/ping", timeout=2.0) as response:
-                if response.status == 200:
+                if response.status == 200 and (not warm or json.load(response).get("warm")):
                     return
+                last = "not warm yet"
         except urllib.error.HTTPError as exc:
             last = f"HTTP {exc.code}"  # 503 while the model loads, or once it has failed to
             failed = _load_failure(exc)
@@ -116,7 +121,7 @@ def wait_for_ping(base: str, timeout: float, alive: Callable[[], str | None]) ->
             last = str(getattr(exc, "reason", exc))
         time.sleep(0.2)
     raise VoiceCliError(
-        f"The speech server at {base} was not ready within {timeout:.0f} s (last /ping: {last})."
+        f"The speech server at {base} was not {state} within {timeout:.0f} s (last /ping: {last})."
     )
 
 

@@ -4,17 +4,16 @@ One client sends a mix of the texts a server meets over hours (normal turns amon
 long prose, a run-on 2000-character sentence, emoji and ZWJ families, unbroken words
 and runs of punctuation), each read to its end, for ``seconds``. The server's resident
 memory is sampled throughout. Its baseline is read ``idle`` seconds after a warm-up
-turn and its own warm-up, and again ``idle`` seconds after the soak: the goal is at most +200 MB.
+turn and the server's own warm-up, and again ``idle`` seconds after the soak: the goal
+is at most +200 MB.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from typing import Any
 
 from voicecli import protocol as p
 from voicecli.bench.isolation import connect, rss_mib
-from voicecli.bench.load import http_base, open_server
+from voicecli.bench.load import http_base, open_server, wait_for_ping
 from voicecli.bench.machine import machine_info
 from voicecli.errors import VoiceCliError
 
@@ -76,19 +75,6 @@ def speak_and_read(ws: Any, request_id: str, text: str, voice: str | None) -> di
     raise VoiceCliError(f"The server did not finish a request within {REQUEST_TIMEOUT:g} s.")
 
 
-def wait_warm(url: str) -> None:
-    """Until the server says its idle warm-up is over: it learns the voice's prior by
-    decoding whole sentences, and gives that memory back only once it is done, so a
-    reading taken amid it is no baseline (nor an end, if it resumes at the soak's end)."""
-    deadline = time.monotonic() + WARM_TIMEOUT
-    while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{http_base(url)}/ping", timeout=5.0) as response:
-            if json.load(response).get("warm"):
-                return
-        time.sleep(0.2)
-    raise VoiceCliError(f"The server did not finish its warm-up within {WARM_TIMEOUT:g} s.")
-
-
 class Sampler:
     """Reads a process's resident memory every ``SAMPLE_EVERY`` seconds, on a thread."""
 
@@ -134,7 +120,10 @@ def run_soak(
         with connect(url) as ws, Sampler(pid) as sampler:
             progress("warm-up turn and the server's own warm-up, then idle: the baseline")
             speak_and_read(ws, "warm", _NORMAL, settings.voice)
-            wait_warm(url)
+            # Its warm-up learns the voice's prior by decoding whole sentences and gives
+            # that memory back only when done: a reading amid it is no baseline (nor an
+            # end, if it resumes in the soak's closing idle).
+            wait_for_ping(http_base(url), WARM_TIMEOUT, lambda: None, warm=True)
             time.sleep(idle)
             baseline = rss_mib(pid)
             began = time.monotonic()

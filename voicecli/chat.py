@@ -226,9 +226,17 @@ class Conversation:
     def _quit(self, arg: str) -> None:
         self.quit = True
 
-    def ask(self, question: str, pending: Pending | None = None) -> TurnResult:
+    def ask(
+        self,
+        question: str,
+        pending: Pending | None = None,
+        *,
+        view: display.TurnView | None = None,
+        buffered: bool | None = None,
+    ) -> TurnResult:
         """One turn: send the question, speak the answer, remember what was heard.
-        ``pending``: a reply prepared early, forgotten unless it is confirmed."""
+        ``pending``: a reply prepared early, forgotten unless it is confirmed. ``view``
+        shows it (the terminal's by default); ``buffered`` as in ``Session.speak``."""
         self.messages.append({"role": "user", "content": question})
         history = list(self.messages)
         llm = self.llm
@@ -236,8 +244,9 @@ class Conversation:
             lambda cancel, tl: llm.stream(history, cancel, tl),
             label="chat",
             fast_first=self.session.settings.fast_first,
-            view=display.turn_view(reply=True),
+            view=view if view is not None else display.turn_view(reply=True),
             pending=pending,
+            buffered=buffered,
         )
         if result.error is not None or (pending is not None and not pending.confirmed):
             self.messages.pop()  # the question goes unanswered: the user may ask again

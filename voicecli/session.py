@@ -168,13 +168,26 @@ def _append_json(path: Path, record: dict) -> None:
 
 
 class Session:
-    def __init__(self, settings: Settings, *, keys: bool = True, warm_up: bool = False) -> None:
+    """``synth`` and ``sink``, when given, are someone else's (a synthesizer shared by
+    many sessions, a browser tab's sink): used, not opened or closed here."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        keys: bool = True,
+        warm_up: bool = False,
+        synth: Synthesizer | None = None,
+        sink: AudioSink | None = None,
+    ) -> None:
         self.settings = settings
         self._want_keys = keys
         self._warm_up = warm_up
         self.keys: KeyListener | None = None
-        self.synth: Synthesizer | None = None
-        self.sink: AudioSink | None = None
+        self.synth: Synthesizer | None = synth
+        self.sink: AudioSink | None = sink
+        self._owns_synth = synth is None
+        self._owns_sink = sink is None
         self.pipeline: SpeechPipeline | None = None
         self.last_turn: Turn | None = None
         self.captions: Captions | None = None
@@ -194,17 +207,20 @@ class Session:
                 raise VoiceCliError("--captions and --output name the same file.")
             self.captions = Captions(self.settings.captions)
             check_writable(self.settings.captions)
-        if self.settings.play or (self.settings.play is None and self.settings.output is None):
-            resolve_device(self.settings.device)
-        if self.settings.output is not None:
-            check_writable(self.settings.output)
+        if self._owns_sink:
+            if self.settings.play or (self.settings.play is None and self.settings.output is None):
+                resolve_device(self.settings.device)
+            if self.settings.output is not None:
+                check_writable(self.settings.output)
         self._install_sigint()
         try:
-            with display.err.status("Loading the speech model…", spinner="dots"):
-                self.synth = make_synthesizer(self.settings, notify=display.note)
-                if self._warm_up:  # while the user is still typing
-                    self.synth.warm_up()
-            self.sink = make_sink(self.settings, self.synth.sample_rate)
+            if self.synth is None:
+                with display.err.status("Loading the speech model…", spinner="dots"):
+                    self.synth = make_synthesizer(self.settings, notify=display.note)
+                    if self._warm_up:  # while the user is still typing
+                        self.synth.warm_up()
+            if self.sink is None:
+                self.sink = make_sink(self.settings, self.synth.sample_rate)
             if self.captions is not None and not self.synth.capabilities.word_timings:
                 display.note(
                     "Captions are timed by estimate: this synthesizer gives no word timings "
@@ -235,20 +251,22 @@ class Session:
         on_key: Callable[[str, CancelToken], None] | None = None,
         view: display.TurnView | None = None,
         pending: Pending | None = None,
+        buffered: bool | None = None,
     ) -> TurnResult:
         """Run one turn under the default key map unless ``on_key`` replaces it.
 
         ``view`` shows the turn; by default a progress line on stderr when it is a
         terminal (what ``say`` wants). Afterwards ``last_turn.quit`` says whether the
         user pressed ``q`` to leave the program. ``pending``: the turn is silent and
-        unseen until it is confirmed, or withdrawn.
+        unseen until it is confirmed, or withdrawn. ``buffered`` overrides the
+        settings' delivery for this turn (a bench alternates the two).
         """
         if self.pipeline is None or self.synth is None:
             raise VoiceCliError("The session is not open.")
         cancel = pending.cancel if pending is not None else CancelToken()
         timeline = Timeline(label)
         options = TurnOptions(
-            buffered=self.settings.buffered,
+            buffered=self.settings.buffered if buffered is None else buffered,
             fast_first=fast_first,
             newline_is_boundary=newline_is_boundary,
             code=self.settings.code,
@@ -346,12 +364,12 @@ class Session:
         if self.keys is not None:
             self.keys.close()
             self.keys = None
-        if self.sink is not None:
+        if self.sink is not None and self._owns_sink:
             self.sink.close()
-            self.sink = None
-        if self.synth is not None:
+        self.sink = None
+        if self.synth is not None and self._owns_synth:
             self.synth.close()
-            self.synth = None
+        self.synth = None
         if self._saved_sigint is not None:
             signal.signal(signal.SIGINT, self._saved_sigint)  # type: ignore[arg-type]
             self._saved_sigint = None

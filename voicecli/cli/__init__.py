@@ -25,6 +25,7 @@ for command in (
     commands.say,
     commands.chat,
     commands.serve,
+    commands.web,
     commands.voices,
     commands.devices,
     commands.import_weights,

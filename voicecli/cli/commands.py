@@ -153,6 +153,42 @@ def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
     run_server(settings, host=host, port=port)
 
 
+# --- web ---------------------------------------------------------------------------
+@click.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on; anything but loopback needs the token.",
+)
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token",
+    envvar="VOICECLI_WEB_TOKEN",
+    help="Required in the page's URL (?token=...); made up when --host is not loopback.",
+)
+@synthesis_options
+@click.option(
+    "--llm",
+    type=click.Choice(["auto", "local", "openai"]),
+    default=None,
+    help="auto: the embedded model unless a server or key is set.",
+)
+@llm_options
+@click.option("--system", "system_prompt", help="System prompt.")
+@click.option("--temperature", type=float, help="Sampling temperature.")
+@click.option("--max-tokens", type=int, help="Longest reply, in tokens.")
+@user_errors
+def web(host: str, port: int, token: str | None, config_path: Path | None, **flags: Any) -> None:
+    """Voice chat in the browser: a page that speaks replies as they stream."""
+    from voicecli.web.app import run_web
+
+    if token is not None and not token.strip():
+        raise VoiceCliError("--token is empty: give a secret, or leave it out on loopback.")
+    settings = settings_from(config_path, **flags)
+    run_web(settings, host=host, port=port, token=token)
+
+
 # --- voices, devices ---------------------------------------------------------------
 @click.command()
 @click.option(

@@ -1,0 +1,246 @@
+"""``voicecli web``: the page, its scripts, and one WebSocket per tab (``/ws``).
+
+The LLM and the synthesizer are opened once, before the first tab, and serve every
+tab: with the resident engine (the default) both live there and the engine's scheduler
+takes the tabs' sentences in turn; without it, Kokoro is in this process and the tabs'
+forward passes take turns on its one torch thread.
+
+Bound to loopback, the page is for this machine's user; the WebSocket still refuses
+other sites' pages (their ``Origin``), which any page in the user's browser could
+otherwise open. Bound anywhere else, every request needs the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import logging
+import secrets
+from contextlib import ExitStack
+from importlib import resources
+from urllib.parse import urlsplit
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from voicecli import display
+from voicecli import protocol as p
+from voicecli.chat import EngineLLM, connect_llm, launch_llm
+from voicecli.config import Settings
+from voicecli.frames import Synthesizer
+from voicecli.server.run import HeadTimeoutH11, bind
+from voicecli.sources import ChatClient
+from voicecli.tts.factory import make_synthesizer
+from voicecli.web import messages as m
+from voicecli.web.tab import Tab
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8765
+# Bytes queued for a tab and not yet taken by its socket: far above what backpressure
+# lets through (10 s of audio is 480 kB), so only a tab that stopped reading meets it.
+MAX_BACKLOG_BYTES = 4 << 20
+POLICY_VIOLATION = 1008  # WebSocket close code
+_FILES = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/page.js": ("page.js", "text/javascript; charset=utf-8"),
+    "/worklet.js": ("worklet.js", "text/javascript; charset=utf-8"),
+    "/page.css": ("page.css", "text/css; charset=utf-8"),
+}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class TabLink:
+    """A tab's WebSocket for threads: sends queue up, in order, and one task sends
+    them. A tab that stops reading backs up here; past ``MAX_BACKLOG_BYTES`` it is
+    closed (``slow_consumer``)."""
+
+    def __init__(self, ws: WebSocket, loop: asyncio.AbstractEventLoop) -> None:
+        self.ws = ws
+        self.loop = loop
+        self._queue: asyncio.Queue[str | bytes | None] = asyncio.Queue()
+        self._backlog = 0
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def send_text(self, text: str) -> None:
+        self._put(text)
+
+    def send_bytes(self, data: bytes) -> None:
+        self._put(data)
+
+    def _put(self, item: str | bytes) -> None:
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: so is the tab
+                self.loop.call_soon_threadsafe(self._enqueue, item)
+
+    def _enqueue(self, item: str | bytes | None) -> None:
+        if self._closed:
+            return
+        if item is not None:
+            self._backlog += len(item)
+            if self._backlog > MAX_BACKLOG_BYTES:
+                log.warning("a tab stopped reading: closing it")
+                self._queue.put_nowait(
+                    m.message(m.ERROR, code=p.SLOW_CONSUMER, message="The page stopped reading.")
+                )
+                self.close()
+                return
+        self._queue.put_nowait(item)
+
+    def close(self) -> None:
+        """From the event loop: nothing more is queued, and the sender stops."""
+        self._closed = True
+        self._queue.put_nowait(None)
+
+    async def run(self) -> None:
+        while (item := await self._queue.get()) is not None:
+            self._backlog -= len(item)
+            if isinstance(item, str):
+                await self.ws.send_text(item)
+            else:
+                await self.ws.send_bytes(item)
+        with contextlib.suppress(Exception):
+            await self.ws.close(POLICY_VIOLATION if self._backlog > MAX_BACKLOG_BYTES else 1000)
+
+
+class WebApp:
+    """The shared LLM and synthesizer, and the routes every tab uses."""
+
+    def __init__(self, settings: Settings, synth: Synthesizer, llm, token: str | None) -> None:
+        self.settings = settings
+        self.synth = synth
+        self.llm = llm  # () -> a client of the LLM, one per tab
+        self.token = token
+        self.tabs: set[Tab] = set()
+
+    def allowed(self, query_token: str | None) -> bool:
+        if self.token is None:
+            return True
+        return query_token is not None and hmac.compare_digest(query_token, self.token)
+
+    async def page(self, request: Request) -> Response:
+        name, media_type = _FILES[request.url.path]
+        if name == "index.html" and not self.allowed(request.query_params.get("token")):
+            return PlainTextResponse(
+                "This voicecli web needs its token: open the URL it printed.", 403
+            )
+        body = resources.files("voicecli.web").joinpath("static", name).read_bytes()
+        return Response(body, media_type=media_type, headers={"Cache-Control": "no-store"})
+
+    async def socket(self, ws: WebSocket) -> None:
+        if not self.allowed(ws.query_params.get("token")) or not _same_origin(ws):
+            await ws.close(POLICY_VIOLATION)
+            return
+        await ws.accept()
+        link = TabLink(ws, asyncio.get_running_loop())
+        sender = asyncio.create_task(link.run())
+        link.send_text(
+            m.message(
+                m.HELLO,
+                sample_rate=self.synth.sample_rate,
+                synthesizer=self.synth.describe().get("kind"),
+            )
+        )
+        tab = Tab(self.settings, self.synth, self.llm, link)
+        self.tabs.add(tab)
+        try:
+            while not link.closed:
+                data = await ws.receive()
+                if data["type"] == "websocket.disconnect":
+                    break
+                raw = data.get("text")
+                if raw is None:
+                    raw = data.get("bytes") or b""
+                try:
+                    tab.handle(m.parse_page_message(raw))
+                except p.ProtocolError as exc:
+                    link.send_text(m.message(m.ERROR, code=exc.code, message=exc.message))
+        except WebSocketDisconnect:
+            pass
+        finally:
+            self.tabs.discard(tab)
+            tab.close()
+            if not link.closed:
+                link.close()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
+
+    def routes(self) -> Starlette:
+        return Starlette(
+            routes=[
+                *(Route(path, self.page) for path in _FILES),
+                Route("/favicon.ico", lambda request: Response(status_code=204)),
+                WebSocketRoute("/ws", self.socket),
+            ]
+        )
+
+
+def _same_origin(ws: WebSocket) -> bool:
+    """No Origin (not a browser), or the page's own host."""
+    origin = ws.headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == ws.headers.get("host")
+
+
+def llm_factory(settings: Settings, stack: ExitStack):
+    """What each tab calls for its own LLM client (a client is one stream at a time);
+    the embedded model itself is launched here once, or is the engine's."""
+    local = launch_llm(settings, stack)
+
+    def client() -> ChatClient | EngineLLM:
+        return connect_llm(settings, local)
+
+    return client
+
+
+def run_web(settings: Settings, host: str, port: int, token: str | None) -> None:
+    """Serve the page until interrupted."""
+    if token is None and not is_loopback(host):
+        token = secrets.token_urlsafe(18)
+    sock = bind(host, port)
+    with ExitStack() as stack:
+        llm = llm_factory(settings, stack)
+        with display.err.status("Loading the speech model…", spinner="dots"):
+            synth = make_synthesizer(settings, notify=display.note)
+            stack.callback(synth.close)
+            synth.warm_up()
+        llm()  # the embedded model loaded, or the server checked, before the first tab
+        app = WebApp(settings, synth, llm, token)
+        shown = sock.getsockname()
+        url = f"http://{'localhost' if is_loopback(host) else host}:{shown[1]}/"
+        if token is not None:
+            url += f"?token={token}"
+            display.note(
+                f"Listening on {host}, beyond this machine: every request needs the token."
+            )
+        display.out.print(f"voicecli web: open {url}", markup=False, highlight=False)
+        config = uvicorn.Config(
+            app.routes(),
+            log_level="debug" if settings.verbose else "warning",
+            http=HeadTimeoutH11,
+            ws_max_size=m.MAX_MESSAGE_BYTES,  # larger frames: closed with 1009
+            ws_ping_interval=30.0,
+            ws_ping_timeout=60.0,
+            ws_per_message_deflate=False,
+            timeout_graceful_shutdown=2,
+        )
+        uvicorn.Server(config).run(sockets=[sock])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from voicecli.bench.acknowledgments import first_substantive
 from voicecli.timeline import (
     FIRST_TOKEN,
     PLAYED,
@@ -51,6 +52,7 @@ STAGES = (
 )
 
 EXTRA = (
+    ("substantive", "1st substantive"),
     ("max_gap", "max gap/turn"),
     ("total_gap", "sum gaps/turn"),
     ("audible_gaps", f"# gaps>{AUDIBLE_GAP_MS:.0f}ms"),
@@ -139,8 +141,15 @@ def trial_metrics(trial: dict[str, Any], sample_rate: int, at_device: bool) -> d
                 "rtf_span": span / duration if span is not None and duration > 0 else None,
             }
         )
+    # The first sound of the first unit that answers, not just acknowledges.
+    substantive = first_substantive(
+        (e["sentence"], str(e.get("detail", {}).get("text", "")))
+        for e in events
+        if e["name"] == SENTENCE_READY and e["sentence"] is not None
+    )
     out.update(
         {
+            "substantive": None if substantive is None else ms(_first(events, PLAYED, substantive)),
             "gaps_ms": gaps,
             "max_gap": max(gaps) if gaps else 0.0,
             "total_gap": sum(gaps),
@@ -239,6 +248,7 @@ def fmt(value: float | int | None, digits: int = 0) -> str:
 
 def headline_lines(run: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     h = summary["headline"]
+    substantive = {mode: summary["modes"][mode]["substantive"] for mode in MODES}
     at = "at the device" if run["output"]["played_means"] == "dac" else "written (no device)"
     lines = [
         f"Time to first audio {at}: streaming median {fmt(h['streaming_median_ms'])} ms "
@@ -247,6 +257,9 @@ def headline_lines(run: dict[str, Any], summary: dict[str, Any]) -> list[str]:
         f"Buffered / streaming: {fmt(h['ratio_of_medians'], 2)}x on medians, "
         f"{fmt(h['ratio_of_means'], 2)}x on means, {fmt(h['paired_ratio_median'], 2)}x "
         f"median of {h['pairs']} adjacent pairs.",
+        "First substantive sound (the first unit that is not a pure acknowledgment such "
+        f"as 'Sure,'): streaming median {fmt(substantive['streaming']['median'])} ms, "
+        f"buffered {fmt(substantive['buffered']['median'])} ms.",
         "Gap = silence between the end of one sentence's audio and the start of the next "
         + (
             "(device DAC times)."

@@ -132,6 +132,13 @@ def parse_load(value: str) -> list[int]:
     "first sound at the device; and the WER of `voicecli transcribe` on eSpeak NG speech.",
 )
 @click.option(
+    "--browser",
+    is_flag=True,
+    help="Browser mode: the A/B on `voicecli web` in a real headless Chromium (Debian's, "
+    "through Playwright): each stage on the page's clock, to the first sample audible at "
+    "the browser's output.",
+)
+@click.option(
     "--minutes",
     type=click.FloatRange(0.1, 120.0),
     default=5.0,
@@ -213,6 +220,7 @@ def _bench(
     turn_taking: bool,
     barge_in: bool,
     listen: bool,
+    browser: bool,
     minutes: float,
     soak: float | None,
     random_requests: int,
@@ -274,6 +282,27 @@ def _bench(
         for line in voice_bench.report_lines(result):
             display.out.print(line, markup=False)
         display.note(f"wrote {path}")
+        return
+
+    if browser:
+        from voicecli.bench import browser as browser_bench
+
+        if llm not in (None, "scripted"):
+            raise VoiceCliError("bench --browser replays the scripted LLM only.")
+        run = browser_bench.run_browser(
+            settings_from(config_path, **flags),
+            reply=reply,
+            tokens_per_second=tokens_per_second,
+            trials=trials,
+            timeout=trial_timeout,
+            scenario=name,
+            progress=display.note,
+        )
+        paths = browser_bench.write(run, output_dir, f"browser-{name}")
+        for line in browser_bench.report_lines(run):
+            display.out.print(line, markup=False)
+        for path in paths:
+            display.note(f"wrote {path}")
         return
 
     if startup:

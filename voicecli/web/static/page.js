@@ -57,7 +57,7 @@ async function ask(text, options = {}) {
   await state.ready;
   const record = {
     question: text, buffered: !!options.buffered, t: { sent: performance.now() },
-    sentences: {}, audible: {}, underruns: 0, output_latency: state.ctx.outputLatency,
+    sentences: {}, audible: {}, samples: {}, underruns: 0, output_latency: state.ctx.outputLatency,
     base_latency: state.ctx.baseLatency,
   };
   state.asked.push(record);
@@ -77,7 +77,7 @@ function onMessage(msg) {
     case "hello":
       break;
     case "turn": {
-      const record = state.asked.shift() || { t: {}, sentences: {}, audible: {}, underruns: 0 };
+      const record = state.asked.shift() || { t: {}, sentences: {}, audible: {}, samples: {}, underruns: 0 };
       record.turn = msg.turn;
       state.turns.set(msg.turn, record);
       state.turn = msg.turn;
@@ -166,7 +166,10 @@ function onAudio(buffer) {
   const samples = new Float32Array(pcm.length);
   for (let i = 0; i < pcm.length; i++) samples[i] = pcm[i] / 32768;
   const rec = state.turns.get(turn);
-  if (rec) rec.t.first_frame ??= performance.now();
+  if (rec) {
+    rec.t.first_frame ??= performance.now();
+    rec.samples[sentence] = (rec.samples[sentence] || 0) + samples.length;
+  }
   if (state.node === null) return;
   state.node.port.postMessage({ type: "audio", turn, sentence, samples }, [samples.buffer]);
   if (rec) rec.t.first_handed ??= performance.now();

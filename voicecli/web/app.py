@@ -38,11 +38,12 @@ from voicecli.server.run import HeadTimeoutH11, bind
 from voicecli.sources import ChatClient
 from voicecli.tts.factory import make_synthesizer
 from voicecli.web import messages as m
-from voicecli.web.tab import Tab
+from voicecli.web.tab import LLMFactory, Tab
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
+STALL_TIMEOUT = 30.0  # seconds a tab may play nothing with audio waiting (the server's)
 # Bytes queued for a tab and not yet taken by its socket: far above what backpressure
 # lets through (10 s of audio is 480 kB), so only a tab that stopped reading meets it.
 MAX_BACKLOG_BYTES = 4 << 20
@@ -107,16 +108,27 @@ class TabLink:
 
     def close(self) -> None:
         """From the event loop: nothing more is queued, and the sender stops."""
-        self._closed = True
-        self._queue.put_nowait(None)
+        if not self._closed:
+            self._closed = True
+            self._queue.put_nowait(None)
+
+    def end(self, code: str, message: str) -> None:
+        """From any thread: say why, then close."""
+        self._put(m.message(m.ERROR, code=code, message=message))
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.close)
 
     async def run(self) -> None:
-        while (item := await self._queue.get()) is not None:
-            self._backlog -= len(item)
-            if isinstance(item, str):
-                await self.ws.send_text(item)
-            else:
-                await self.ws.send_bytes(item)
+        try:
+            while (item := await self._queue.get()) is not None:
+                self._backlog -= len(item)
+                if isinstance(item, str):
+                    await self.ws.send_text(item)
+                else:
+                    await self.ws.send_bytes(item)
+        except (WebSocketDisconnect, OSError, RuntimeError):
+            self._closed = True  # the tab is gone: what is queued has nobody to go to
+            return
         with contextlib.suppress(Exception):
             await self.ws.close(POLICY_VIOLATION if self._backlog > MAX_BACKLOG_BYTES else 1000)
 
@@ -124,11 +136,20 @@ class TabLink:
 class WebApp:
     """The shared LLM and synthesizer, and the routes every tab uses."""
 
-    def __init__(self, settings: Settings, synth: Synthesizer, llm, token: str | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        synth: Synthesizer,
+        llm: LLMFactory,
+        token: str | None = None,
+        *,
+        stall_timeout: float = STALL_TIMEOUT,
+    ) -> None:
         self.settings = settings
         self.synth = synth
-        self.llm = llm  # () -> a client of the LLM, one per tab
+        self.llm = llm  # a client of the LLM for each tab: a client streams one reply at a time
         self.token = token
+        self.stall_timeout = stall_timeout
         self.tabs: set[Tab] = set()
 
     def allowed(self, query_token: str | None) -> bool:
@@ -159,7 +180,7 @@ class WebApp:
                 synthesizer=self.synth.describe().get("kind"),
             )
         )
-        tab = Tab(self.settings, self.synth, self.llm, link)
+        tab = Tab(self.settings, self.synth, self.llm, link, stall_timeout=self.stall_timeout)
         self.tabs.add(tab)
         try:
             while not link.closed:
@@ -201,7 +222,7 @@ def _same_origin(ws: WebSocket) -> bool:
     return urlsplit(origin).netloc == ws.headers.get("host")
 
 
-def llm_factory(settings: Settings, stack: ExitStack):
+def llm_factory(settings: Settings, stack: ExitStack) -> LLMFactory:
     """What each tab calls for its own LLM client (a client is one stream at a time);
     the embedded model itself is launched here once, or is the engine's."""
     local = launch_llm(settings, stack)
@@ -233,14 +254,20 @@ def run_web(settings: Settings, host: str, port: int, token: str | None) -> None
                 f"Listening on {host}, beyond this machine: every request needs the token."
             )
         display.out.print(f"voicecli web: open {url}", markup=False, highlight=False)
-        config = uvicorn.Config(
-            app.routes(),
-            log_level="debug" if settings.verbose else "warning",
-            http=HeadTimeoutH11,
-            ws_max_size=m.MAX_MESSAGE_BYTES,  # larger frames: closed with 1009
-            ws_ping_interval=30.0,
-            ws_ping_timeout=60.0,
-            ws_per_message_deflate=False,
-            timeout_graceful_shutdown=2,
-        )
-        uvicorn.Server(config).run(sockets=[sock])
+        web_server(app, verbose=settings.verbose).run(sockets=[sock])
+
+
+def web_server(app: WebApp, *, verbose: bool = False) -> uvicorn.Server:
+    """uvicorn serving ``app`` with the speech server's protections: a deadline for each
+    request's head, a fixed send buffer, oversized frames refused."""
+    config = uvicorn.Config(
+        app.routes(),
+        log_level="debug" if verbose else "warning",
+        http=HeadTimeoutH11,
+        ws_max_size=m.MAX_MESSAGE_BYTES,  # larger frames: closed with 1009
+        ws_ping_interval=30.0,
+        ws_ping_timeout=60.0,
+        ws_per_message_deflate=False,
+        timeout_graceful_shutdown=2,
+    )
+    return uvicorn.Server(config)

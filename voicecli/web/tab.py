@@ -8,8 +8,10 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from voicecli import display
+from voicecli import protocol as p
 from voicecli.chat import Conversation, EngineLLM
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
@@ -17,11 +19,19 @@ from voicecli.frames import Synthesizer
 from voicecli.session import Session
 from voicecli.sources import ChatClient
 from voicecli.web import messages as m
-from voicecli.web.sink import BrowserSink, Link
+from voicecli.web.sink import BrowserSink, Link, PageStalled
 
 log = logging.getLogger(__name__)
 
 LLMFactory = Callable[[], ChatClient | EngineLLM]
+
+
+class TabLink(Link, Protocol):
+    def end(self, code: str, message: str) -> None:
+        """Send an error, then close the connection (from any thread)."""
+        ...
+
+
 NOW_EVERY = 0.04  # seconds between reports of the word being heard
 
 
@@ -78,12 +88,21 @@ class PageView(display.TurnView):
 
 
 class Tab:
-    def __init__(self, settings: Settings, synth: Synthesizer, llm: LLMFactory, link: Link) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        synth: Synthesizer,
+        llm: LLMFactory,
+        link: TabLink,
+        *,
+        stall_timeout: float,
+    ) -> None:
         self.link = link
         self.sink = BrowserSink(
             link,
             synth.sample_rate,
             ahead_seconds=settings.max_audio_ahead,
+            stall_timeout=stall_timeout,
         )
         # Opened and closed on the tab's thread: a session opened on the main thread would
         # take Ctrl-C from the web server.
@@ -156,6 +175,9 @@ class Tab:
         self.sink.expect_turn(turn)
         self.link.send_text(m.message(m.TURN, turn=turn, question=ask.text, buffered=ask.buffered))
         result = self._chat.ask(ask.text, view=PageView(self.link, turn), buffered=ask.buffered)
+        if isinstance(result.error, PageStalled):
+            self.link.end(p.SLOW_CONSUMER, str(result.error))  # as the server ends its own
+            return
         self.link.send_text(
             m.message(
                 m.TURN_END,

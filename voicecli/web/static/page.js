@@ -17,6 +17,7 @@ const state = {
   waiting: [], // resolvers of ask(), in order
   asked: [], // records of questions sent, waiting for their turn number
   lastPlayed: "",
+  syncs: new Map(), // turn -> what to do once the worklet's reports are all in
 };
 
 function connect() {
@@ -93,6 +94,7 @@ function onMessage(msg) {
     case "text":
       if (!rec) break;
       rec.t.first_text ??= performance.now();
+      rec.t.last_text = performance.now();
       rec.reply.textContent += msg.piece;
       log.scrollTop = log.scrollHeight;
       break;
@@ -126,6 +128,14 @@ function onMessage(msg) {
 }
 
 function finish(rec) {
+  // The worklet's reports travel on its own port, in order: once it answers a sync,
+  // every report of this turn it sent before has been read.
+  if (state.node === null) return settle(rec);
+  state.syncs.set(rec.turn, () => settle(rec));
+  state.node.port.postMessage({ type: "sync", turn: rec.turn });
+}
+
+function settle(rec) {
   const i = state.waiting.findIndex((w) => w.record === rec);
   if (i < 0) return;
   const [{ resolve }] = state.waiting.splice(i, 1);
@@ -177,7 +187,11 @@ function onAudio(buffer) {
 
 function fromWorklet(msg) {
   const rec = state.turns.get(msg.turn);
-  if (msg.type === "first") {
+  if (msg.type === "synced") {
+    const done = state.syncs.get(msg.turn);
+    state.syncs.delete(msg.turn);
+    if (done) done();
+  } else if (msg.type === "first") {
     // The frame's output time, on the page's clock: where the device is now
     // (getOutputTimestamp), plus the frame's distance from it.
     const ts = state.ctx.getOutputTimestamp();

@@ -41,8 +41,12 @@ class VoicecliPlayer extends AudioWorkletProcessor {
       this.expecting = true;
     } else if (msg.type === "end") {
       if (msg.turn === this.turn) this.end = msg.samples;
+    } else if (msg.type === "sync") {
+      this.report(true);
+      this.port.postMessage({ type: "synced", turn: msg.turn });
     } else if (msg.type === "flush") {
-      if (msg.turn === this.turn || msg.turn === undefined) {
+      // The first flush of the turn counts (the page's own Esc, then the server's).
+      if ((msg.turn === this.turn || msg.turn === undefined) && this.flushed !== this.turn) {
         this.read = this.write;
         this.markers = [];
         this.expecting = false;

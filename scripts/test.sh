@@ -20,6 +20,13 @@ if ! command -v pulseaudio >/dev/null || ! command -v pacat >/dev/null ||
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         pulseaudio pulseaudio-utils libasound2-plugins >/dev/null
 fi
+# The web page's tests run in Debian's Chromium (Playwright's own download needs a
+# network this machine may not have).
+if ! command -v chromium >/dev/null; then
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        chromium >/dev/null
+fi
 
 # Once per change of pyproject.toml: the editable install takes seconds each time.
 stamp=$repo/${VOICECLI_VENV:-.venv}/.voicecli-test-extra

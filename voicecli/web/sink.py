@@ -114,11 +114,13 @@ class BrowserSink:
 
     def _wait(self, ready: Callable[[], bool], cancel: CancelToken) -> bool:
         """Until ``ready()``; False if the turn was cancelled or flushed, or the tab left."""
+        began = time.monotonic()
         with self._cond:
             while not ready():
                 if cancel.cancelled or self._flushed or self.link.closed:
                     return False
-                if time.monotonic() - self._progress_at > self.stall_timeout:
+                # Stalled: no progress since the wait began, or since the page's last.
+                if time.monotonic() - max(began, self._progress_at) > self.stall_timeout:
                     raise PageStalled(
                         f"The page played nothing for {self.stall_timeout:g} s with audio "
                         "waiting: it is gone or stuck."

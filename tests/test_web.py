@@ -368,3 +368,19 @@ def test_the_first_substantive_unit_is_found_in_index_order():
     assert first_substantive([(1, "Paris is the capital."), (0, "Sure,")]) == 1
     assert first_substantive([(0, "The answer is 4.")]) == 0
     assert first_substantive([(0, "Sure!"), (1, "Of course.")]) is None
+
+
+def test_an_llm_that_cannot_be_reached_ends_the_turn_with_why(tiny_synth, tiny_model_dir):
+    from voicecli.errors import VoiceCliError
+
+    def unreachable() -> ChatClient:
+        raise VoiceCliError("Cannot reach the LLM at http://127.0.0.1:9/v1.")
+
+    with serving(tiny_synth, tiny_model_dir, REPLY) as web:
+        web.app.llm = unreachable
+        with connect(web.ws_url) as ws:
+            ws.send(json.dumps({"type": "ask", "text": "hello?"}))
+            ended = receive_json(ws, m.TURN_END)
+            assert ended["error"] == "Cannot reach the LLM at http://127.0.0.1:9/v1."
+            ws.send(json.dumps({"type": "ask", "text": "again?"}))  # the tab lives on
+            assert receive_json(ws, m.TURN_END)["turn"] == 2

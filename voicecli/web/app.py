@@ -42,7 +42,6 @@ from voicecli.web.tab import LLMFactory, Tab
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 8765
 STALL_TIMEOUT = 30.0  # seconds a tab may play nothing with audio waiting (the server's)
 # Bytes queued for a tab and not yet taken by its socket: far above what backpressure
 # lets through (10 s of audio is 480 kB), so only a tab that stopped reading meets it.
@@ -75,6 +74,7 @@ class TabLink:
         self.loop = loop
         self._queue: asyncio.Queue[str | bytes | None] = asyncio.Queue()
         self._backlog = 0
+        self._overflowed = False
         self._closed = False
 
     @property
@@ -99,6 +99,7 @@ class TabLink:
             self._backlog += len(item)
             if self._backlog > MAX_BACKLOG_BYTES:
                 log.warning("a tab stopped reading: closing it")
+                self._overflowed = True
                 self._queue.put_nowait(
                     m.message(m.ERROR, code=p.SLOW_CONSUMER, message="The page stopped reading.")
                 )
@@ -130,7 +131,7 @@ class TabLink:
             self._closed = True  # the tab is gone: what is queued has nobody to go to
             return
         with contextlib.suppress(Exception):
-            await self.ws.close(POLICY_VIOLATION if self._backlog > MAX_BACKLOG_BYTES else 1000)
+            await self.ws.close(POLICY_VIOLATION if self._overflowed else 1000)
 
 
 class WebApp:

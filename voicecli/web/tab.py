@@ -147,8 +147,11 @@ class Tab:
         self.session.interrupt("tab closed")
 
     def _run(self) -> None:
-        with self.session:
-            self._serve()
+        try:
+            with self.session:
+                self._serve()
+        except VoiceCliError as exc:  # the session could not open: nothing for this tab
+            self.link.end(p.SERVER_ERROR, str(exc))
 
     def _serve(self) -> None:
         while True:
@@ -157,23 +160,27 @@ class Tab:
                 return
             try:
                 self._turn(ask)
-            except VoiceCliError as exc:
-                self.link.send_text(m.message(m.ERROR, code="turn_failed", message=str(exc)))
             except Exception:  # noqa: BLE001 - the tab lives on; the log has the trace
                 log.exception("web turn failed")
                 self.link.send_text(
                     m.message(
-                        m.ERROR, code="server_error", message="The turn failed (see the log)."
+                        m.ERROR, code=p.SERVER_ERROR, message="The turn failed (see the log)."
                     )
                 )
 
     def _turn(self, ask: m.Ask) -> None:
-        if self._chat is None:
-            self._chat = Conversation(self._settings, self.session, self._llm_factory())
         self._turns += 1
         turn = self._turns
         self.sink.expect_turn(turn)
         self.link.send_text(m.message(m.TURN, turn=turn, question=ask.text, buffered=ask.buffered))
+        try:
+            if self._chat is None:
+                self._chat = Conversation(self._settings, self.session, self._llm_factory())
+        except VoiceCliError as exc:  # the LLM cannot be reached: this turn ends with why
+            self.link.send_text(
+                m.message(m.TURN_END, turn=turn, interrupted=False, heard="", error=str(exc))
+            )
+            return
         result = self._chat.ask(ask.text, view=PageView(self.link, turn), buffered=ask.buffered)
         if isinstance(result.error, PageStalled):
             self.link.end(p.SLOW_CONSUMER, str(result.error))  # as the server ends its own

@@ -50,7 +50,7 @@ async function audio() {
 }
 
 function send(message) {
-  state.ws.send(JSON.stringify({ v: 1, ...message }));
+  if (state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify({ v: 1, ...message }));
 }
 
 async function ask(text, options = {}) {
@@ -208,7 +208,7 @@ function fromWorklet(msg) {
       rec.last_sound = msg.lastSound;
     }
     const key = `${msg.turn}:${msg.position}:${msg.underruns}`;
-    if (key !== state.lastPlayed && state.ws.readyState === WebSocket.OPEN) {
+    if (key !== state.lastPlayed) {
       state.lastPlayed = key;
       send({ type: "played", turn: msg.turn, position: msg.position, underruns: msg.underruns });
     }

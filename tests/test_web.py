@@ -82,12 +82,12 @@ def serving(
 
 # --- the page in a real browser -------------------------------------------------------
 @pytest.fixture
-def speakers():
+def speakers(tmp_path):
     """A null sink of this test's own for Chromium, recorded from its monitor."""
     from voicecli.bench.room import VirtualRoom
 
     room = VirtualRoom()
-    recording = Path(room.speakers + ".f32")
+    recording = tmp_path / "speakers.f32"
     try:
         yield room, recording
     finally:

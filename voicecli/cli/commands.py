@@ -13,7 +13,7 @@ import click
 from voicecli import display
 from voicecli.cli.options import (
     config_option,
-    llm_options,
+    conversation_options,
     output_options,
     settings_from,
     synthesis_options,
@@ -80,16 +80,7 @@ def check_speakable(text: str, code: str) -> None:
 @click.command()
 @synthesis_options
 @output_options
-@click.option(
-    "--llm",
-    type=click.Choice(["auto", "local", "openai"]),
-    default=None,
-    help="auto: the embedded model unless a server or key is set.",
-)
-@llm_options
-@click.option("--system", "system_prompt", help="System prompt.")
-@click.option("--temperature", type=float, help="Sampling temperature.")
-@click.option("--max-tokens", type=int, help="Longest reply, in tokens.")
+@conversation_options
 @click.option("--once", "once", metavar="QUESTION", help="Ask one question, speak, exit.")
 @click.option(
     "--listen", is_flag=True, help="Hands-free: speak your questions (typing still works)."
@@ -168,16 +159,7 @@ def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
     help="Required in the page's URL (?token=...); made up when --host is not loopback.",
 )
 @synthesis_options
-@click.option(
-    "--llm",
-    type=click.Choice(["auto", "local", "openai"]),
-    default=None,
-    help="auto: the embedded model unless a server or key is set.",
-)
-@llm_options
-@click.option("--system", "system_prompt", help="System prompt.")
-@click.option("--temperature", type=float, help="Sampling temperature.")
-@click.option("--max-tokens", type=int, help="Longest reply, in tokens.")
+@conversation_options
 @user_errors
 def web(host: str, port: int, token: str | None, config_path: Path | None, **flags: Any) -> None:
     """Voice chat in the browser: a page that speaks replies as they stream."""

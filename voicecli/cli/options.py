@@ -138,6 +138,21 @@ llm_options = _group(
 )
 
 
+# Who answers, and how: chat and web.
+conversation_options = _group(
+    click.option(
+        "--llm",
+        type=click.Choice(["auto", "local", "openai"]),
+        default=None,
+        help="auto: the embedded model unless a server or key is set.",
+    ),
+    llm_options,
+    click.option("--system", "system_prompt", help="System prompt."),
+    click.option("--temperature", type=float, help="Sampling temperature."),
+    click.option("--max-tokens", type=int, help="Longest reply, in tokens."),
+)
+
+
 def user_errors(f: Callable) -> Callable:
     """VoiceCliError -> one clear line and its exit code; Ctrl-C -> a clean exit."""
 

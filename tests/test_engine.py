@@ -191,7 +191,7 @@ def test_another_model_restarts_an_idle_engine_and_refuses_a_busy_one(
     started, tiny_model_dir, tmp_path
 ):
     other = tmp_path / "other-model"
-    shutil.copytree(tiny_model_dir, other)
+    shutil.copytree(tiny_model_dir, other, copy_function=os.link)  # the same files, elsewhere
     first = engine_pid(started)
     # A client holds the engine: a connection that stays open.
     holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -277,9 +277,8 @@ class Speaker:
         own anyway. At the start of a turn the lead-in is not played: it would only
         delay the first sound. After a text cut at a clause mark the pause is a comma's,
         lengthened (up to the silence Kokoro would have put there) only as much as this
-        machine needs to decode the next phrase before the listener runs out of audio: a
-        pause that the voice plans rather than a stall in the middle of the next phrase.
-        """
+        machine needs to decode the next phrase before the listener runs out of audio,
+        with the planner's margin: a pause that the voice plans rather than a stall."""
         fresh, self._fresh = self._fresh, False
         frames = utt.frames
         if self.synth.mode == "sentence":
@@ -294,8 +293,8 @@ class Speaker:
         else:
             ahead = self.ahead()
             cut = self.plan.next_cut(start, frames, pauses, ahead=ahead, speech_end=speech_end)
-            wait = self.plan.cost.predict(cut.end - start, self.plan.context) - ahead
-            lead = min(self._slack + onset, max(0, math.ceil(wait / FRAME_SECONDS)))
+            wait = self.plan.pause_for(cut.end - start, ahead)
+            lead = min(self._slack + onset, math.ceil(wait / FRAME_SECONDS))
             log.debug(
                 "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",
                 lead, ahead, cut.end - start,

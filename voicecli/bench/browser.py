@@ -151,11 +151,15 @@ def trial_figures(record: dict[str, Any]) -> dict[str, Any]:
     out["substantive"] = (
         audible[substantive] - sent if substantive is not None and substantive in audible else None
     )
+    # Gaps on the audio clock (the worklet's frame at each sentence's first sample):
+    # mapped to the page's clock, each time carries getOutputTimestamp's jitter (tens of
+    # milliseconds between two readings), which is not silence.
+    frames = {int(k): v for k, v in record["frames"].items()}
     gaps = []
-    order = sorted(audible)
+    order = sorted(frames)
     for before, after in zip(order, order[1:], strict=False):
-        end = audible[before] + samples.get(before, 0) / SAMPLE_RATE * 1000.0
-        gaps.append(max(0.0, audible[after] - end))
+        end = frames[before] + samples.get(before, 0)
+        gaps.append(max(0.0, (frames[after] - end) / SAMPLE_RATE * 1000.0))
     out["gaps_ms"] = gaps
     out["max_gap"] = max(gaps) if gaps else 0.0
     out["audible_gaps"] = sum(1 for g in gaps if g > AUDIBLE_GAP_MS)

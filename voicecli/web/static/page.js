@@ -58,7 +58,8 @@ async function ask(text, options = {}) {
   await state.ready;
   const record = {
     question: text, buffered: !!options.buffered, t: { sent: performance.now() },
-    sentences: {}, audible: {}, samples: {}, underruns: 0, output_latency: state.ctx.outputLatency,
+    sentences: {}, audible: {}, frames: {}, samples: {}, underruns: 0,
+    output_latency: state.ctx.outputLatency,
     base_latency: state.ctx.baseLatency,
   };
   state.asked.push(record);
@@ -78,7 +79,8 @@ function onMessage(msg) {
     case "hello":
       break;
     case "turn": {
-      const record = state.asked.shift() || { t: {}, sentences: {}, audible: {}, samples: {}, underruns: 0 };
+      const record = state.asked.shift() ||
+        { t: {}, sentences: {}, audible: {}, frames: {}, samples: {}, underruns: 0 };
       record.turn = msg.turn;
       state.turns.set(msg.turn, record);
       state.turn = msg.turn;
@@ -198,6 +200,7 @@ function fromWorklet(msg) {
     const at = ts.performanceTime + (msg.frame / RATE - ts.contextTime) * 1000;
     if (rec) {
       rec.audible[msg.sentence] = at;
+      rec.frames[msg.sentence] = msg.frame; // on the audio clock, which has no jitter
       rec.t.first_audible ??= at;
     }
     send({ type: "audible", turn: msg.turn, sentence: msg.sentence, after: (at - performance.now()) / 1000 });

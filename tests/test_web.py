@@ -24,6 +24,7 @@ from websockets.sync.client import connect
 
 from voicecli import protocol as p
 from voicecli.bench.acknowledgments import first_substantive, is_acknowledgment
+from voicecli.bench.browser import trial_figures
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.config import Settings
 from voicecli.server.run import bind
@@ -155,6 +156,11 @@ def test_the_page_plays_the_reply_as_it_streams_and_shows_the_word_heard(
         assert t["first_handed"] < t["first_audible"] < t["end"]
         assert [record["sentences"][k] for k in sorted(record["sentences"], key=int)][0] == "Sure,"
         assert set(record["audible"]) == set(record["sentences"]) == set(record["samples"])
+        # Each sentence's first sample on the audio clock too, in order: what the bench's
+        # gaps are measured on.
+        frames = [record["frames"][k] for k in sorted(record["frames"], key=int)]
+        assert set(record["frames"]) == set(record["audible"]) and frames == sorted(frames)
+        assert len(trial_figures(record)["gaps_ms"]) == len(frames) - 1
         # The whole reply reached the sink, paced: as much sound as the page was sent.
         sent = sum(record["samples"].values())
         audio = np.fromfile(recording, dtype=np.float32)
@@ -169,6 +175,25 @@ def test_the_page_plays_the_reply_as_it_streams_and_shows_the_word_heard(
             time.sleep(0.05)
         history = web.llm.requests[-1].messages
         assert history[-2]["content"] == REPLY and history[-1]["content"] == "again"
+
+
+def test_the_browser_bench_measures_gaps_on_the_audio_clock_not_the_jittery_page_clock():
+    # Two sentences played back to back, and one after 100 ms of silence; the page times
+    # mapped through getOutputTimestamp are off by tens of ms either way.
+    samples = {"0": 7200, "1": 24000, "2": 4800}
+    record = {
+        "t": {"sent": 0.0, "first_audible": 500.0},
+        "sentences": {"0": "Sure,", "1": "Paris is the capital of France.", "2": "Yes."},
+        "audible": {"0": 500.0, "1": 840.0, "2": 1750.0},
+        "frames": {"0": 12000, "1": 19200, "2": 19200 + 24000 + 2400},
+        "samples": samples,
+        "underruns": 1,
+    }
+    figures = trial_figures(record)
+    assert figures["gaps_ms"] == [0.0, pytest.approx(100.0)]
+    assert figures["max_gap"] == pytest.approx(100.0) and figures["audible_gaps"] == 1
+    assert figures["first_audible"] == 500.0 and figures["substantive"] == 840.0
+    assert figures["underruns"] == 1
 
 
 def test_an_interrupt_silences_the_page_within_one_worklet_block_of_the_flush(

@@ -91,6 +91,12 @@ if [[ $named == 0 ]]; then
         echo "warning: no Python 3.12+: skipping the SageMaker bidirectional tests" >&2
     fi
 fi
+# What the test processes make once and share (tests/conftest.py): the tiny model, the
+# real voice's prior, the tiny engine (which each run stops at its end). Both runs below
+# share them; tests/bidi, started above, makes none of them.
+VOICECLI_TEST_SHARED=$(mktemp -d)
+export VOICECLI_TEST_SHARED
+trap 'rm -rf "$VOICECLI_TEST_SHARED"' EXIT
 # Four workers with one torch thread each: most tests wait on sockets, processes or a
 # paced device, so four keep the two cores busy (measured: 260 s, against 302 s with two
 # and 289 s with six), where torch teams of two threads each would spin against each

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
 from tests import tinymodel
 
@@ -16,8 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run_root(tmp_path_factory) -> Path:
-    """The directory this run's xdist workers share: their base temporary directories'
-    parent (each worker's own under xdist, else this run's)."""
+    """The directory this run's processes share: ``$VOICECLI_TEST_SHARED`` (which
+    scripts/test.sh gives both its pytest runs), else the xdist workers' base temporary
+    directories' parent (this run's own without xdist)."""
+    if os.environ.get("VOICECLI_TEST_SHARED"):
+        return Path(os.environ["VOICECLI_TEST_SHARED"])
     base = tmp_path_factory.getbasetemp()
     return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
 
@@ -25,6 +27,8 @@ def _run_root(tmp_path_factory) -> Path:
 def _made_once(root: Path, name: str, make: Callable[[Path], object]) -> Path:
     """``root/name``, made by ``make`` in whichever worker asks first; the others wait
     for it and use the same one (each would otherwise spend seconds of CPU on its own)."""
+    from filelock import FileLock  # not in tests/bidi's light venv, which needs none of this
+
     path = root / name
     with FileLock(str(root / f"{name}.lock")):
         if not (root / f"{name}.made").exists():
@@ -191,9 +195,10 @@ def pytest_sessionfinish(session):
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None:
         return
-    runtime = _tiny_engine_runtime(factory.getbasetemp())
-    if runtime.exists():
-        _engine(runtime, "stop", timeout=60)
+    root = _run_root(factory)
+    if (root / "tiny-engine.made").exists():
+        _engine(_tiny_engine_runtime(root), "stop", timeout=60)
+        (root / "tiny-engine.made").unlink()  # a later run sharing the root starts its own
 
 
 def pytest_configure(config):

@@ -25,6 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "AKIDVOICECLITEST"
 
 
+@pytest.fixture(scope="session")
+def real_voice_priors(tmp_path_factory) -> Path:
+    """None on disk: this venv has no torch to learn one with, and the container learns
+    its voice's prior in its own warm-up, as on SageMaker."""
+    return tmp_path_factory.mktemp("voice-priors")
+
+
 class Container:
     """``python -m voicecli.server.run serve`` as SageMaker starts it, in its own process."""
 

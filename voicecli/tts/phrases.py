@@ -44,23 +44,16 @@ WINDOW_GAIN = 0.15  # seconds
 
 @dataclass
 class CostModel:
-    """Seconds to decode ``n`` generator frames: a fixed cost per forward pass plus a
-    real-time factor, both learned from measurements. The newest measurements weigh
-    most (each older one's weight is multiplied by ``memory`` at every new one); through
-    them, a weighted least-squares line of seconds against audio, once parts of
-    different lengths have been seen. Until then, the rate alone, through ``per_call``.
-    The fixed cost matters because the parts that decide whether the listener waits are
-    the short ones: a rate learned from long parts alone under-predicts a 0.4 s window
-    by a fifth (measured beside a browser, 0.31 s predicted, 0.40 s taken: a stall).
-
-    Starts pessimistic: a first guess that is too low would leave a gap, one that is too
-    high only cuts a little early. The first measurement replaces the guess."""
+    """Seconds to decode ``n`` generator frames: a fixed cost per call plus a real-time
+    factor learned from measurements. Starts pessimistic: a first guess that is too low
+    would leave a gap, one that is too high only cuts a little early. The first
+    measurement replaces the guess; later ones are averaged in, the newest weighing
+    ``alpha``."""
 
     rtf: float = 1.0
     per_call: float = 0.05
-    memory: float = 0.75
-    # Weighted sums of 1, audio, seconds, audio squared and audio times seconds.
-    _sums: tuple[float, float, float, float, float] | None = field(default=None, repr=False)
+    alpha: float = 0.5  # weight of the newest measurement
+    _measured: bool = field(default=False, repr=False)
 
     def predict(self, frames: int, context: int = 0) -> float:
         return self.per_call + self.rtf * (frames + context) * FRAME_SECONDS
@@ -69,27 +62,9 @@ class CostModel:
         audio = (frames + context) * FRAME_SECONDS
         if audio <= 0:
             return
-        w, x, y, xx, xy = (0.0,) * 5 if self._sums is None else self._sums
-        k = self.memory
-        w, x, y = k * w + 1, k * x + audio, k * y + seconds
-        xx, xy = k * xx + audio * audio, k * xy + audio * seconds
-        self._sums = (w, x, y, xx, xy)
-        mx, my = x / w, y / w
-        spread = xx / w - mx * mx
-        if spread >= MIN_SPREAD**2:
-            rtf = (xy / w - mx * my) / spread
-            per_call = my - rtf * mx
-            if rtf >= 0.01 and 0.0 <= per_call <= MAX_PER_CALL:
-                self.rtf, self.per_call = rtf, per_call
-                return
-        self.rtf = max(0.01, (my - self.per_call) / mx)
-
-
-# A fixed cost is fitted only across parts whose audio differs by this much (seconds,
-# as a weighted standard deviation), and believed only up to ``MAX_PER_CALL``: noise
-# over parts of nearly one length would otherwise make it anything.
-MIN_SPREAD = 0.25
-MAX_PER_CALL = 0.3
+        rtf = max(0.01, (seconds - self.per_call) / audio)
+        self.rtf += (self.alpha if self._measured else 1.0) * (rtf - self.rtf)
+        self._measured = True
 
 
 @dataclass

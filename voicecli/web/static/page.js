@@ -53,14 +53,18 @@ function send(message) {
   if (state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify({ v: 1, ...message }));
 }
 
+// A turn's record: its stages on the page's clock (t), and per sentence its text, first
+// audible time, first frame on the audio clock and length.
+function newRecord() {
+  return { t: {}, sentences: {}, audible: {}, frames: {}, samples: {}, underruns: 0 };
+}
+
 async function ask(text, options = {}) {
   await audio();
   await state.ready;
   const record = {
-    question: text, buffered: !!options.buffered, t: { sent: performance.now() },
-    sentences: {}, audible: {}, frames: {}, samples: {}, underruns: 0,
-    output_latency: state.ctx.outputLatency,
-    base_latency: state.ctx.baseLatency,
+    ...newRecord(), question: text, buffered: !!options.buffered, t: { sent: performance.now() },
+    output_latency: state.ctx.outputLatency, base_latency: state.ctx.baseLatency,
   };
   state.asked.push(record);
   send({ type: "ask", text, buffered: record.buffered });
@@ -79,8 +83,7 @@ function onMessage(msg) {
     case "hello":
       break;
     case "turn": {
-      const record = state.asked.shift() ||
-        { t: {}, sentences: {}, audible: {}, frames: {}, samples: {}, underruns: 0 };
+      const record = state.asked.shift() || newRecord();
       record.turn = msg.turn;
       state.turns.set(msg.turn, record);
       state.turn = msg.turn;

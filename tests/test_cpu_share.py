@@ -32,16 +32,81 @@ def test_busy_processes_are_seen_and_the_team_shrinks_while_they_run(monkeypatch
     assert share.threads() == 1  # a load seen a moment ago still counts
 
 
-def test_a_task_runnable_now_and_then_leaves_the_team_whole(monkeypatch):
-    monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
-    readings = iter([0, 0, 1, 0] + [1 if k % 5 == 0 else 0 for k in range(40)])
-    monkeypatch.setattr(cpu_share, "others_running", lambda: next(readings))
-    share = CpuShare(2)
+CLIENT = """
+import sys, time
+for line in sys.stdin:  # a message, then a few ms of work on it, as a player's client does
+    began = time.perf_counter()
+    while time.perf_counter() - began < 0.003:
+        pass
+"""
+LIGHT = """
+import time
+while True:  # a tenth of a core: a sound server, an editor
+    time.sleep(0.009)
+    began = time.perf_counter()
+    while time.perf_counter() - began < 0.001:
+        pass
+"""
+
+
+def _passes(share, n, before=None):
+    """The teams of ``n`` passes of 30 ms of work each, as an engine decodes."""
     teams = []
-    for _ in range(20):
+    for _ in range(n):
+        if before is not None:
+            before()
         teams.append(share.threads())
-        time.sleep(0.02)
-    assert teams == [2] * 20
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.03:
+            pass
+    return teams
+
+
+@pytest.mark.serial  # judges what else uses the CPU: alone
+def test_a_client_woken_by_each_message_leaves_the_team_whole(monkeypatch):
+    # An engine sends its client audio just before its next pass: the client is
+    # runnable at that moment, but uses a tenth of a core on the whole.
+    monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
+    client = subprocess.Popen([sys.executable, "-c", CLIENT], stdin=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+
+        def send():
+            client.stdin.write("audio\n")
+            client.stdin.flush()
+
+        teams = _passes(CpuShare(2), 60, send)
+    finally:
+        client.kill()
+        client.wait()
+    assert teams.count(1) <= 3, teams
+
+
+@pytest.mark.serial  # judges what else uses the CPU: alone
+def test_a_program_using_a_little_cpu_leaves_the_team_whole(monkeypatch):
+    monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
+    light = subprocess.Popen([sys.executable, "-c", LIGHT])
+    try:
+        time.sleep(0.5)
+        teams = _passes(CpuShare(2), 60)
+    finally:
+        light.kill()
+        light.wait()
+    assert teams.count(1) <= 3, teams
+
+
+@pytest.mark.serial  # judges what else uses the CPU: alone
+def test_a_program_that_turns_busy_mid_turn_shrinks_the_team_within_a_second(monkeypatch):
+    monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
+    share = CpuShare(2)
+    assert _passes(share, 10) == [2] * 10
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        teams = _passes(share, 60)  # 1.8 s
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert teams[-20:] == [1] * 20, teams
 
 
 def test_a_fixed_team_is_never_changed(monkeypatch):

@@ -5,8 +5,16 @@ another program holds one of the two cores, one of the team's threads is desched
 at every other barrier and the rest wait for it: on this machine, beside one busy
 process, Kokoro's real-time factor went from 0.45 with one thread to 3 to 14 with two
 (docs/engine.md). So before each piece of torch work the team is fitted to the cores
-nobody else wants: the usable cores, less the tasks of other processes that are
-runnable (Linux counts them in /proc/stat), averaged over a second.
+nobody else wants: the usable cores, less the CPU other processes used over about the
+last second.
+
+How much they used is read from the kernel's CPU time (/proc/stat's busy time less this
+process's own), not from how many of their tasks are runnable at the moment of asking:
+that moment is when this process has just sent a client its audio, so the client is
+runnable then, busy or not. An engine beside its own `say`, which uses a tenth of a core,
+had dropped to one thread at most passes and decoded them 1.6 times slower. Only after a
+pause, with no CPU time read for a while, do runnable tasks decide: a busy program is
+runnable at every one of a few readings, a program that merely woke up is not.
 """
 
 from __future__ import annotations
@@ -16,8 +24,12 @@ import os
 import time
 from pathlib import Path
 
-TAU = 1.0  # s over which other processes' runnable tasks are averaged
+TAU = 1.0  # s over which other processes' CPU use is averaged
 FRESH_READINGS = 4
+# CPU time is counted in clock ticks (10 ms here): a shorter span than this would be
+# mostly rounding, so readings closer together wait to be averaged in.
+MIN_SPAN = 0.05  # s
+_TICK = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
 def usable_cores() -> int:
@@ -47,22 +59,40 @@ def others_running() -> int | None:
     return max(0, running - ours)
 
 
+def cpu_seconds() -> tuple[float, float] | None:
+    """Seconds of CPU that every process together has used since boot (user, nice and
+    system time, all cores), and that this process has; None where Linux's /proc cannot
+    say. Both in the kernel's ticks, so that they round alike."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            fields = stat.readline().split()
+        with open("/proc/self/stat", "rb") as own:
+            mine = own.read().rsplit(b")", 1)[1].split()
+        everyone = int(fields[1]) + int(fields[2]) + int(fields[3])
+        ours = int(mine[11]) + int(mine[12])  # utime, stime: fields 14 and 15 of stat(5)
+    except (OSError, IndexError, ValueError):
+        return None
+    return everyone * _TICK, ours * _TICK
+
+
 class CpuShare:
     """The team size for torch's next piece of work, from 1 to ``most``; always ``most``
     if ``fixed``.
 
-    Other processes' runnable tasks are averaged over about ``TAU`` seconds: a busy
-    program is runnable at every reading, a sound server or an editor only now and
-    then, and a team of two costs little beside those. After a pause (between turns)
-    a few readings 1 ms apart start the average afresh.
+    Other processes' CPU use is averaged over about ``TAU`` seconds: a busy program uses
+    a core, a sound server, an editor or voicecli's own client a tenth of one, and a
+    team of two costs little beside those. After a pause (between turns) a few readings
+    of runnable tasks 1 ms apart start the average afresh: only one runnable at all of
+    them counts.
     """
 
     def __init__(self, most: int, *, fixed: bool = False) -> None:
         self.most = max(1, most)
         self.fixed = fixed
         self._cores = usable_cores()
-        self._load = 0.0
-        self._read_at: float | None = None
+        self._load = 0.0  # cores other processes use, averaged
+        self._read_at: float | None = None  # when threads() last read anything
+        self._since: tuple[float, float, float] | None = None  # (when, everyone, ours)
 
     def threads(self) -> int:
         if self.fixed or self.most == 1:
@@ -76,12 +106,27 @@ class CpuShare:
                 readings.append(others_running())
             if None in readings:
                 return self.most
-            self._load = sum(readings) / len(readings)  # type: ignore[arg-type]
+            self._load = float(min(readings))  # type: ignore[type-var]
+            self._since = None
+        if self._since is None:
+            seconds = cpu_seconds()
+            self._since = None if seconds is None else (now, *seconds)
         else:
-            others = others_running()
-            if others is None:
-                return self.most
-            self._load += (1.0 - math.exp((self._read_at - now) / TAU)) * (others - self._load)
+            self._average(now)
         self._read_at = now
         free = self._cores - int(self._load + 0.5)
         return max(1, min(self.most, free))
+
+    def _average(self, now: float) -> None:
+        assert self._since is not None
+        then, everyone_then, ours_then = self._since
+        span = now - then
+        if span < MIN_SPAN:
+            return
+        seconds = cpu_seconds()
+        if seconds is None:
+            return
+        everyone, ours = seconds
+        others = max(0.0, (everyone - everyone_then) - (ours - ours_then)) / span
+        self._load += (1.0 - math.exp(-span / TAU)) * (others - self._load)
+        self._since = (now, everyone, ours)

@@ -242,13 +242,15 @@ class Speaker:
                 if cut.kind is not CutKind.END:
                     stats = PooledStatistics(prior)
                 parts = PartDecoder(synth.engine, utt, stats, start, synth.precision)
+            predicted = self.plan.cost.predict(cut.end - start, 2 * CONTEXT)
             began = time.perf_counter()
             audio = parts.next(cut.end)
             took = time.perf_counter() - began
             log.debug(
-                "decoded frames %d-%d of %d (%.2f s, to a %s) in %.2f s; %.2f s was queued",
+                "decoded frames %d-%d of %d (%.2f s, to a %s) in %.2f s (predicted %.2f); "
+                "%.2f s was queued",
                 start, cut.end, utt.frames, (cut.end - start) * FRAME_SECONDS, cut.kind.value,
-                took, ahead,
+                took, predicted, ahead,
             )  # fmt: skip
             self.plan.cost.observe(cut.end - start, 2 * CONTEXT, took)
             lo, hi = max(start, layout.keep), min(cut.end, layout.stop)

@@ -13,8 +13,9 @@ audible sample and the next one's first; underruns are the worklet running dry w
 audio was due.
 
 Chromium is Debian's (``chromium``), driven by Playwright through its
-``executable_path``; the server is ``voicecli web --no-engine`` in a process of its own,
-so that Kokoro runs as in the terminal bench, in the process that serves the turn.
+``executable_path``; the server is ``voicecli web`` in a process of its own, with
+Kokoro in that process as in the terminal bench (``--no-engine``), or with ``--engine``
+in the resident engine, as ``voicecli web`` runs by default.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -66,7 +66,8 @@ def find_chromium() -> str:
 @contextmanager
 def web_server(settings: Settings, base_url: str, log_path: Any = None) -> Iterator[str]:
     """``voicecli web`` in a process of its own on a free loopback port: its page's URL."""
-    argv = [sys.executable, "-m", "voicecli", "web", "--port", "0", "--no-engine"]
+    engine = "--engine" if settings.engine else "--no-engine"
+    argv = [sys.executable, "-m", "voicecli", "web", "--port", "0", engine]
     argv += ["--base-url", base_url, "--api-key", "bench", "--model", "scripted"]
     argv += ["--voice", settings.voice, "--synthesis", settings.synthesis]
     argv += ["--precision", settings.synth_precision]
@@ -179,12 +180,12 @@ def run_browser(
 ) -> dict[str, Any]:
     from voicecli.bench.scripted_llm import ScriptedLLM
 
-    settings = replace(settings, engine=False)
     run: dict[str, Any] = {
         "bench": "browser",
         "started": datetime.now(UTC).isoformat(),
         "scenario": scenario,
         "voice": settings.voice,
+        "engine": settings.engine,
         "llm": {"kind": "scripted", "tokens_per_second": tokens_per_second},
         "machine": machine_info(),
         "browser": find_chromium(),
@@ -192,7 +193,10 @@ def run_browser(
     }
     with ExitStack() as stack:
         llm = stack.enter_context(ScriptedLLM(reply.script(tokens_per_second)))
-        progress("starting voicecli web (--no-engine) and Chromium…")
+        progress(
+            f"starting voicecli web ({'--engine' if settings.engine else '--no-engine'}) "
+            "and Chromium…"
+        )
         url = stack.enter_context(web_server(settings, llm.base_url))
         browser = stack.enter_context(chromium())
         page = browser.new_page()
@@ -250,6 +254,7 @@ def report_lines(run: dict[str, Any]) -> list[str]:
     modes = summary["modes"]
     lines = [
         f"voicecli bench --browser: {run['scenario']}, voice {run['voice']}, "
+        f"{'the resident engine' if run.get('engine') else 'Kokoro in the web process'}, "
         f"{run['llm']['tokens_per_second']:g} tokens/s, headless {run.get('browser_version')}; "
         f"ms after the question was sent, on the page's clock (p50 / p90).",
         f"{'stage':<36}{'streaming':>18}{'buffered':>18}",

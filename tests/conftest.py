@@ -3,13 +3,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests import tinymodel
+from tests.engine_harness import voicecli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,14 +120,7 @@ def fresh_capture(capture_device) -> tuple[str, Path]:
 
 
 def _engine(runtime: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
-    return subprocess.run(
-        [sys.executable, "-m", "voicecli", "engine", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return voicecli(runtime, "engine", *args, timeout=timeout)
 
 
 def _tiny_engine_runtime(root: Path) -> Path:

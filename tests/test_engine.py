@@ -19,23 +19,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.engine_harness import voicecli
 from tests.wavfile import read_wav
 from voicecli.cli import cli
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def voicecli(runtime: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
-    env.update(kw.pop("env", {}))
-    return subprocess.run(
-        [sys.executable, "-m", "voicecli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        **kw,
-    )
 
 
 def tiny(model_dir: Path, *more: str) -> list[str]:

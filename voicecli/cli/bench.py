@@ -284,14 +284,12 @@ def _bench(
         display.note(f"wrote {path}")
         return
 
-    # The speech path in the measured process unless --engine: the A/B compares
-    # handoffs, and a socket hop is not one of them.
-    flags["engine"] = bool(flags.get("engine"))
     if browser:
         from voicecli.bench import browser as browser_bench
 
         if llm not in (None, "scripted"):
             raise VoiceCliError("bench --browser replays the scripted LLM only.")
+        flags["engine"] = bool(flags.get("engine"))  # in-process unless --engine, as the A/B
         run = browser_bench.run_browser(
             settings_from(config_path, **flags),
             reply=reply,
@@ -379,6 +377,9 @@ def _bench(
         return
 
     llm = llm or ("openai" if flags.get("base_url") or flags.get("api_key") else "scripted")
+    # The speech path in this process unless --engine: the A/B compares handoffs, and a
+    # socket hop is not one of them.
+    flags["engine"] = bool(flags.get("engine"))
     wav_path = None if play else output_dir / f"bench-{name}.wav"
     settings = settings_from(config_path, play=play, output=wav_path, **flags)
     from voicecli.bench.ab import run_ab

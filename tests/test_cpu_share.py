@@ -13,7 +13,7 @@ from voicecli.tts import cpu_share
 from voicecli.tts.cpu_share import CpuShare
 
 pytestmark = pytest.mark.skipif(
-    not os.path.exists("/proc/stat"), reason="reads Linux's count of runnable tasks"
+    not os.path.exists("/proc/stat"), reason="reads Linux's CPU time and runnable tasks"
 )
 
 

@@ -707,7 +707,7 @@ def test_the_canceller_takes_the_echo_out_and_leaves_the_user(utterances):
 def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
     """The room's delay jumps by 100 ms in the middle of a reply (a restarted stream
     whose timestamps lie, say): AEC3 loses the echo for a while, and what it lets
-    through is the assistant's voice, a turn to Silero. Heard as ``VoiceInput`` hears
+    through is the assistant's voice, speech to Silero. Heard as ``VoiceInput`` hears
     it (a frame the canceller judges only echo is silence), it starts nothing, and the
     user talking over the reply later is heard at once."""
     from voicecli.audio.echo import EchoCanceller
@@ -746,7 +746,10 @@ def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
     leak = slice(jump_at, jump_at + SAMPLE_RATE // 2)
     taken_out = level_db(mic[leak]) - level_db(np.concatenate(out)[160:][leak])
     assert taken_out < 15  # AEC3 lost the echo for a while (60-70 dB once learnt)...
-    assert [at for name, at in heard["ungated"] if name == "SpeechStarted"][0] < 8.0  # ...a turn
+    # ...and what it let through is speech to Silero: unguarded, the reply is held before
+    # the user says a word (whether it lasts the 0.25 s of a turn varies with Kokoro's
+    # random voicing: in one CI run the leak ran on into the user's speech, 8.096 s).
+    assert [at for name, at in heard["ungated"] if name == "SpeechOnset"][0] < 8.0, heard
     (onset, onset_at), (started, started_at) = heard["gated"]
     assert (onset, started) == ("SpeechOnset", "SpeechStarted")
     assert 8.0 <= onset_at < 8.15 and started_at < 8.4, heard["gated"]

@@ -39,6 +39,12 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _stat_fields(path: Path) -> list[bytes]:
+    """A /proc stat file's fields from the state on (field 3 of proc_pid_stat(5)): the
+    command before it is in parentheses and may hold spaces."""
+    return path.read_bytes().rsplit(b")", 1)[1].split()
+
+
 def others_running() -> int | None:
     """Tasks of other processes on a core or waiting for one, now; None where Linux's
     /proc cannot say."""
@@ -50,7 +56,7 @@ def others_running() -> int | None:
         ours = 0
         for task in Path("/proc/self/task").iterdir():
             try:
-                state = (task / "stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+                state = _stat_fields(task / "stat")[0]
             except (OSError, IndexError):
                 continue  # the thread ended meanwhile
             ours += state == b"R"
@@ -66,10 +72,9 @@ def cpu_seconds() -> tuple[float, float] | None:
     try:
         with open("/proc/stat", "rb") as stat:
             fields = stat.readline().split()
-        with open("/proc/self/stat", "rb") as own:
-            mine = own.read().rsplit(b")", 1)[1].split()
+        mine = _stat_fields(Path("/proc/self/stat"))
         everyone = int(fields[1]) + int(fields[2]) + int(fields[3])
-        ours = int(mine[11]) + int(mine[12])  # utime, stime: fields 14 and 15 of stat(5)
+        ours = int(mine[11]) + int(mine[12])  # utime, stime: fields 14 and 15
     except (OSError, IndexError, ValueError):
         return None
     return everyone * _TICK, ours * _TICK

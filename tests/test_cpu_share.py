@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -49,6 +50,17 @@ while True:  # a tenth of a core: a sound server, an editor
 """
 
 
+@contextmanager
+def _beside(code: str, **popen):
+    """A Python program running ``code`` for the block's time."""
+    program = subprocess.Popen([sys.executable, "-c", code], **popen)
+    try:
+        yield program
+    finally:
+        program.kill()
+        program.wait()
+
+
 def _passes(share, n, before=None):
     """The teams of ``n`` passes of 30 ms of work each, as an engine decodes."""
     teams = []
@@ -67,8 +79,7 @@ def test_a_client_woken_by_each_message_leaves_the_team_whole(monkeypatch):
     # An engine sends its client audio just before its next pass: the client is
     # runnable at that moment, but uses a tenth of a core on the whole.
     monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
-    client = subprocess.Popen([sys.executable, "-c", CLIENT], stdin=subprocess.PIPE, text=True)
-    try:
+    with _beside(CLIENT, stdin=subprocess.PIPE, text=True) as client:
         time.sleep(0.3)
 
         def send():
@@ -76,22 +87,15 @@ def test_a_client_woken_by_each_message_leaves_the_team_whole(monkeypatch):
             client.stdin.flush()
 
         teams = _passes(CpuShare(2), 40, send)
-    finally:
-        client.kill()
-        client.wait()
     assert teams.count(1) <= 2, teams
 
 
 @pytest.mark.serial  # judges what else uses the CPU: alone
 def test_a_program_using_a_little_cpu_leaves_the_team_whole(monkeypatch):
     monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
-    light = subprocess.Popen([sys.executable, "-c", LIGHT])
-    try:
+    with _beside(LIGHT):
         time.sleep(0.3)
         teams = _passes(CpuShare(2), 40)
-    finally:
-        light.kill()
-        light.wait()
     assert teams.count(1) <= 2, teams
 
 
@@ -100,12 +104,8 @@ def test_a_program_that_turns_busy_mid_turn_shrinks_the_team_within_a_second(mon
     monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
     share = CpuShare(2)
     assert _passes(share, 10) == [2] * 10
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
+    with _beside("while True: pass"):
         teams = _passes(share, 50)  # 1.5 s
-    finally:
-        spinner.kill()
-        spinner.wait()
     assert teams[-15:] == [1] * 15, teams
 
 

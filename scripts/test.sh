@@ -8,6 +8,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$(pwd)
 PY=$repo/${VOICECLI_VENV:-.venv}/bin/python
 [[ -x $PY ]] || { echo "run ./install.sh first" >&2; exit 1; }
+# A run starts about 150 Python processes, and pytest rewrites the asserts of every test
+# module in each of its own: with PYTHONDONTWRITEBYTECODE set (as some images do), every
+# one of them compiled voicecli and the tests again (2 s per pytest process).
+unset PYTHONDONTWRITEBYTECODE
 
 as_root() {
     if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else

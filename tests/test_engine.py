@@ -118,7 +118,9 @@ def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
 
 
 @pytest.mark.long
-def test_first_use_starts_the_engine_and_it_stays(runtime, tiny_model_dir, tmp_path):
+def test_first_use_starts_the_engine_it_stays_and_engine_stop_stops_it(
+    runtime, tiny_model_dir, tmp_path
+):
     out = tmp_path / "a.wav"
     result = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there.")
     assert result.returncode == 0, result.stderr
@@ -129,14 +131,23 @@ def test_first_use_starts_the_engine_and_it_stays(runtime, tiny_model_dir, tmp_p
     assert again.returncode == 0, again.stderr
     assert "Starting" not in again.stderr
     assert engine_pid(runtime) == pid
+    stopped = voicecli(runtime, "engine", "stop")
+    assert stopped.returncode == 0
+    assert f"pid {pid}" in stopped.stdout
+    assert wait_gone(pid)
+    assert voicecli(runtime, "engine", "stop").stdout.startswith("No voicecli engine")
 
 
-def test_no_engine_runs_in_process(runtime, tiny_model_dir, tmp_path):
+def test_no_engine_runs_in_process(runtime, tiny_model_dir, tmp_path, monkeypatch):
+    # In this process (Kokoro is loaded here already): what a `voicecli` process of its
+    # own would do, with the engine switched on as users have it.
+    monkeypatch.setenv("VOICECLI_ENGINE", "1")
+    monkeypatch.setenv("VOICECLI_RUNTIME_DIR", str(runtime))
     out = tmp_path / "a.wav"
-    result = voicecli(
-        runtime, "say", "--no-engine", *tiny(tiny_model_dir, "-o", str(out)), "Hello there."
+    result = CliRunner().invoke(
+        cli, ["say", "--no-engine", *tiny(tiny_model_dir, "-o", str(out)), "Hello there."]
     )
-    assert result.returncode == 0, result.stderr
+    assert result.exit_code == 0, result.output
     assert engine_pid(runtime) is None
     assert read_wav(out)[0].size > 0
 
@@ -206,7 +217,7 @@ def test_another_model_restarts_an_idle_engine_and_refuses_a_busy_one(
     assert str(other.resolve()) in status
 
 
-SENTENCES = " ".join(f"This is sentence number {n}, spoken in order." for n in range(12))
+SENTENCES = " ".join(f"This is sentence number {n}, spoken in order." for n in range(6))
 
 
 @pytest.mark.long
@@ -278,12 +289,3 @@ def test_a_client_that_dies_mid_turn_frees_the_engine(shared, tiny_model_dir, tm
     after = voicecli(started, "say", *tiny(tiny_model_dir, "-o", str(out)), "Still here.")
     assert after.returncode == 0, after.stderr
     assert read_wav(out)[0].size > 0
-
-
-def test_engine_stop_stops_it(started):
-    pid = engine_pid(started)
-    result = voicecli(started, "engine", "stop")
-    assert result.returncode == 0
-    assert f"pid {pid}" in result.stdout
-    assert wait_gone(pid)
-    assert voicecli(started, "engine", "stop").stdout.startswith("No voicecli engine")

@@ -100,23 +100,14 @@ fi
 # share them; tests/bidi, started above, makes none of them.
 VOICECLI_TEST_SHARED=$(mktemp -d)
 export VOICECLI_TEST_SHARED
-# The serial run stops the tiny engine the parallel run hands it; this, if it could not.
-stop_shared() {
-    if [[ -d $VOICECLI_TEST_SHARED/tiny-engine/run ]]; then
-        VOICECLI_RUNTIME_DIR=$VOICECLI_TEST_SHARED/tiny-engine/run \
-            "$PY" -m voicecli engine stop >/dev/null 2>&1 || true
-    fi
-    rm -rf "$VOICECLI_TEST_SHARED"
-}
-trap stop_shared EXIT
+trap 'rm -rf "$VOICECLI_TEST_SHARED"' EXIT
 # Four workers with one torch thread each: most tests wait on sockets, processes or a
 # paced device, so four keep the two cores busy (measured: 260 s, against 302 s with two
 # and 289 s with six), where torch teams of two threads each would spin against each
 # other. Work stealing: the longest tests (20-30 s) end together instead of in a tail.
 # Tests that judge real-time playback (`serial`) then run alone.
 status=0
-OMP_NUM_THREADS=1 VOICECLI_TEST_KEEP_ENGINE=1 "$PY" -m pytest -n 4 --dist worksteal \
-    -m "not serial" "$@" || status=$?
+OMP_NUM_THREADS=1 "$PY" -m pytest -n 4 --dist worksteal -m "not serial" "$@" || status=$?
 if [[ -n $bidi_pid ]]; then
     wait "$bidi_pid" || bidi_status=$?
     echo "--- tests/bidi (in .venv-bidi) ---"

@@ -182,10 +182,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_sessionfinish(session):
     """The run's shared engine, if it started one, ends with the run: in xdist's
-    controller, or in the only process of a run without workers. Unless it is handed on
-    (``VOICECLI_TEST_KEEP_ENGINE``): scripts/test.sh's serial run, sharing the root,
-    then uses it and stops it, instead of starting one of its own (5-6 s, alone)."""
-    if hasattr(session.config, "workerinput") or os.environ.get("VOICECLI_TEST_KEEP_ENGINE"):
+    controller, or in the only process of a run without workers."""
+    if hasattr(session.config, "workerinput"):
         return
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None:

@@ -12,7 +12,6 @@ import pytest
 
 TEXT = " ".join(f"This is sentence number {n} of a long reading." for n in range(1, 13))
 RATE = 24_000
-pytestmark = pytest.mark.serial  # how fast speech stops is judged in real time
 
 
 def captured(path) -> np.ndarray:
@@ -62,6 +61,7 @@ def wait_for_sound(capture, timeout: float = 120.0) -> None:
     raise AssertionError("no sound reached the device")
 
 
+@pytest.mark.serial  # how fast speech stops is judged in real time
 def test_a_key_stops_speech_within_a_block_or_so(spawn, capture_device):
     _, capture = capture_device
     block = 480  # the default: 20 ms

@@ -152,25 +152,31 @@ def test_no_engine_runs_in_process(runtime, tiny_model_dir, tmp_path, monkeypatc
     assert read_wav(out)[0].size > 0
 
 
-def test_the_engine_exits_when_idle_and_removes_its_socket(runtime, tiny_model_dir):
-    result = voicecli(runtime, "engine", "start", "--idle", "2", *tiny(tiny_model_dir))
-    assert result.returncode == 0, result.stderr
-    pid = int(result.stdout.split("pid ")[1].split(",")[0])
-    assert wait_gone(pid, timeout=30), "the idle engine did not exit"
-    assert not (runtime / "engine.sock").exists()
-
-
-def test_a_stale_socket_gets_a_fresh_engine(runtime, tiny_model_dir, tmp_path):
+def test_a_stale_socket_gets_a_fresh_engine_which_leaves_none_when_idle(
+    runtime, tiny_model_dir, tmp_path
+):
     runtime.mkdir(mode=0o700)
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(runtime / "engine.sock"))
     stale.close()  # bound, never listening: what a killed engine leaves behind
+    # The engine that first use starts takes its idle time from the user's config.
+    config = tmp_path / "config.toml"
+    config.write_text("engine_idle = 10\n")
     out = tmp_path / "a.wav"
     started = time.monotonic()
-    result = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there.")
+    result = voicecli(
+        runtime,
+        "say",
+        *tiny(tiny_model_dir, "-o", str(out)),
+        "Hello there.",
+        env={"VOICECLI_CONFIG": str(config)},
+    )
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 90
-    assert engine_pid(runtime) is not None
+    pid = engine_pid(runtime)
+    assert pid is not None
+    assert wait_gone(pid, timeout=40), "the idle engine did not exit"
+    assert not (runtime / "engine.sock").exists()
 
 
 def test_a_runtime_dir_of_another_user_is_refused_in_one_line(tmp_path, tiny_model_dir):

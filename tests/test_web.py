@@ -202,8 +202,12 @@ def test_an_interrupt_silences_the_page_within_one_worklet_block_of_the_flush(
     with serving(tiny_synth, tiny_model_dir, LONG_REPLY, tokens_per_second=50) as web:
         page = open_page(browser, web.url)
         page.evaluate("() => { window.turn = voicecli.ask('question'); }")
-        page.wait_for_function("[...voicecli.state.turns.values()].some(r => r.t.first_audible)")
-        time.sleep(0.5)
+        # Until a word has been heard, by the page's own account (the word it marks has
+        # text before it): a fixed wait was too short once under load (heard "").
+        page.wait_for_function(
+            "(() => { const m = document.querySelector('#speaking mark');"
+            " return m !== null && m.previousSibling?.textContent.length > 0; })()"
+        )
         # As the server's own: the page does not flush itself first.
         page.evaluate("voicecli.send({type: 'interrupt'})")
         record = page.evaluate("window.turn")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests import tinymodel
-from tests.engine_harness import voicecli
+from tests.engine_harness import engine_env, voicecli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,7 +146,7 @@ def tiny_engine(tiny_model_dir, tmp_path_factory):
 
     root = _run_root(tmp_path_factory)
     _made_once(root, "tiny-engine", start)
-    return {"VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(_tiny_engine_runtime(root))}
+    return engine_env(_tiny_engine_runtime(root))
 
 
 @pytest.fixture

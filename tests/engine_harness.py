@@ -9,8 +9,13 @@ import sys
 from pathlib import Path
 
 
+def engine_env(runtime: Path) -> dict[str, str]:
+    """What points voicecli at the engine of ``runtime``, started on first use."""
+    return {"VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
+
+
 def voicecli(runtime: Path, *args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(runtime)}
+    env = {**os.environ, **engine_env(runtime)}
     env.update(kw.pop("env", {}))
     return subprocess.run(
         [sys.executable, "-m", "voicecli", *args],

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tests.engine_harness import voicecli
+from tests.engine_harness import engine_env, voicecli
 from tests.wavfile import read_wav
 from voicecli.cli import cli
 
@@ -95,7 +95,7 @@ def test_say_speaks_through_a_started_engine_and_the_client_loads_no_torch(
         print(result.output)
         """
     )
-    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}
+    env = {**os.environ, **engine_env(started)}
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
     )
@@ -141,8 +141,8 @@ def test_first_use_starts_the_engine_it_stays_and_engine_stop_stops_it(
 def test_no_engine_runs_in_process(runtime, tiny_model_dir, tmp_path, monkeypatch):
     # In this process (Kokoro is loaded here already): what a `voicecli` process of its
     # own would do, with the engine switched on as users have it.
-    monkeypatch.setenv("VOICECLI_ENGINE", "1")
-    monkeypatch.setenv("VOICECLI_RUNTIME_DIR", str(runtime))
+    for name, value in engine_env(runtime).items():
+        monkeypatch.setenv(name, value)
     out = tmp_path / "a.wav"
     result = CliRunner().invoke(
         cli, ["say", "--no-engine", *tiny(tiny_model_dir, "-o", str(out)), "Hello there."]
@@ -238,7 +238,7 @@ def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
     assert result.exit_code == 0, result.output
     out = tmp_path / "cut.wav"
     pid = engine_pid(started)
-    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}
+    env = {**os.environ, **engine_env(started)}
     client = subprocess.Popen(
         [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir, "-o", str(out))],
         stdin=subprocess.PIPE,
@@ -271,7 +271,7 @@ def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
 
 def test_a_client_that_dies_mid_turn_frees_the_engine(shared, tiny_model_dir, tmp_path):
     started = shared
-    env = {**os.environ, "VOICECLI_ENGINE": "1", "VOICECLI_RUNTIME_DIR": str(started)}
+    env = {**os.environ, **engine_env(started)}
     client = subprocess.Popen(
         [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir), SENTENCES * 3],
         stdin=subprocess.DEVNULL,

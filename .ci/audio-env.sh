@@ -9,8 +9,8 @@
 #  - A microphone: the default source is the monitor of a second null sink,
 #    "voicecli_mic", so whatever a test plays into that sink (a user's utterance,
 #    and the speakers' echo through module-loopback) is what voicecli hears.
-# Exports PULSE_SERVER, ALSA_CONFIG_PATH and VOICECLI_CAPTURE.
-VOICECLI_AUDIO_DIR="${VOICECLI_AUDIO_DIR:-/tmp/voicecli-audio}"
+# Exports PULSE_SERVER, ALSA_CONFIG_PATH, VOICECLI_CAPTURE and VOICECLI_AUDIO_DIR.
+export VOICECLI_AUDIO_DIR="${VOICECLI_AUDIO_DIR:-/tmp/voicecli-audio}"
 mkdir -p "$VOICECLI_AUDIO_DIR/run/pulse"
 export XDG_RUNTIME_DIR="$VOICECLI_AUDIO_DIR/run"
 export PULSE_SERVER="unix:$VOICECLI_AUDIO_DIR/run/pulse/native"
@@ -37,9 +37,23 @@ pcm.voicecli_capture {
 ALSA
 export ALSA_CONFIG_PATH="/usr/share/alsa/alsa.conf:$VOICECLI_AUDIO_DIR/asound.conf"
 
+# Run as root (CI), PulseAudio schedules its sink threads in real time and sets a 200 ms
+# real-time watchdog on itself, which the kernel enforces with SIGKILL: on a shared,
+# noisy machine that is a way for the whole run's sound to vanish mid-run (CI lost
+# PulseAudio once, 400 s into a run). The threads stay real-time; the watchdog goes.
+cat > "$VOICECLI_AUDIO_DIR/daemon.conf" <<CONF
+rlimit-rttime = -1
+CONF
+
 if ! pactl info >/dev/null 2>&1; then
-    pulseaudio -n -F "$VOICECLI_AUDIO_DIR/default.pa" --daemonize=no --exit-idle-time=-1 \
-        >"$VOICECLI_AUDIO_DIR/pulse.log" 2>&1 &
+    # Its exit status goes to the log too: a kill leaves no message of its own.
+    (
+        PULSE_CONFIG="$VOICECLI_AUDIO_DIR/daemon.conf" pulseaudio -n \
+            -F "$VOICECLI_AUDIO_DIR/default.pa" --daemonize=no --exit-idle-time=-1 \
+            --log-time=1 >"$VOICECLI_AUDIO_DIR/pulse.log" 2>&1
+        echo "audio-env: pulseaudio exited with status $? at $(date -u +%T)" \
+            >>"$VOICECLI_AUDIO_DIR/pulse.log"
+    ) </dev/null >/dev/null 2>&1 & # holds no pipe of the caller's open (CI reads to its end)
     for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done
     # An idle null sink stalls each new stream for 1-2 s, so keep it busy with
     # silence; with pacat's default 2 s buffer the sink would render in 2 s

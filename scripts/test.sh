@@ -114,6 +114,12 @@ if [[ -n $bidi_pid ]]; then
     cat "$bidi_log"
 fi
 rm -f "$bidi_log"
+# Every test that plays sound failed if PulseAudio died mid-run: say so, not just them.
+if ! pactl info >/dev/null 2>&1; then
+    echo "PulseAudio (.ci/audio-env.sh) died during the run; its log ends:" >&2
+    tail -5 "$VOICECLI_AUDIO_DIR/pulse.log" >&2
+    exit 1
+fi
 serial=0
 # Only the files that hold serial tests are collected, unless tests were named.
 serial_files=()

@@ -95,6 +95,15 @@ def real_voice_priors(real_model_dir, tmp_path_factory) -> Path:
     return _made_once(_run_root(tmp_path_factory), "real-voice-priors", learn)
 
 
+def pulse_state() -> str:
+    """Whether .ci/audio-env.sh's PulseAudio answers, and if not, how its log ends."""
+    if subprocess.run(["pactl", "info"], capture_output=True).returncode == 0:
+        return "PulseAudio is running"
+    log = Path(os.environ.get("VOICECLI_AUDIO_DIR", "/tmp/voicecli-audio")) / "pulse.log"
+    tail = log.read_text(errors="replace").splitlines()[-3:] if log.is_file() else []
+    return f"PulseAudio is not running; {log} ends: {' | '.join(tail)}"
+
+
 @pytest.fixture(scope="session")
 def capture_device() -> tuple[str, Path]:
     """The ALSA device that .ci/audio-env.sh sets up: paced by a PulseAudio null
@@ -106,7 +115,8 @@ def capture_device() -> tuple[str, Path]:
 
     names = [d["name"] for d in sd.query_devices()]
     if "voicecli_capture" not in names:
-        pytest.skip(f"ALSA device voicecli_capture missing (have {names}): source .ci/audio-env.sh")
+        # .ci/audio-env.sh was sourced, so a missing device is a broken run, not a skip.
+        pytest.fail(f"ALSA device voicecli_capture missing (have {names}): {pulse_state()}")
     return "voicecli_capture", Path(capture)
 
 

@@ -1,6 +1,9 @@
 """The resident engine as users meet it: real `voicecli` processes, a real engine process
-on a real Unix socket, Kokoro's real code on the tiny model. Each test has a runtime
-directory of its own, so engines never meet across tests or xdist workers."""
+on a real Unix socket, Kokoro's real code on the tiny model. A test that starts, stops,
+kills or restarts an engine has a runtime directory of its own, so engines never meet
+across tests or xdist workers; tests that only speak through one use the run's engine
+(``tiny_engine``). Each engine start costs about 11 s of CPU, so each lifecycle test
+follows one engine through several of its states."""
 
 from __future__ import annotations
 
@@ -71,12 +74,10 @@ def started(runtime, tiny_model_dir):
     return _start(runtime, tiny_model_dir)
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory, tiny_model_dir):
-    """One engine for the tests that only speak through it (starting one costs seconds)."""
-    runtime = _start(tmp_path_factory.mktemp("shared") / "run", tiny_model_dir)
-    yield runtime
-    voicecli(runtime, "engine", "stop")
+@pytest.fixture
+def shared(tiny_engine) -> Path:
+    """The run's engine, for tests that only speak through it and leave it as it was."""
+    return Path(tiny_engine["VOICECLI_RUNTIME_DIR"])
 
 
 def test_say_speaks_through_a_started_engine_and_the_client_loads_no_torch(
@@ -117,24 +118,57 @@ def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
     assert not any(f"socket:[{inode}]" in inodes for inode in listening), "a TCP port is open"
 
 
+def hold(runtime: Path) -> socket.socket:
+    """A client that holds the engine: a WebSocket connection that stays open."""
+    holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    holder.connect(str(runtime / "engine.sock"))
+    holder.sendall(
+        b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+        b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        b"Sec-WebSocket-Version: 13\r\n\r\n"
+    )
+    assert b"101" in holder.recv(1024)
+    return holder
+
+
 @pytest.mark.long
-def test_first_use_starts_the_engine_it_stays_and_engine_stop_stops_it(
+def test_first_use_starts_the_engine_another_model_restarts_it_and_engine_stop_stops_it(
     runtime, tiny_model_dir, tmp_path
 ):
     out = tmp_path / "a.wav"
     result = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello there.")
     assert result.returncode == 0, result.stderr
     assert "Starting the voicecli engine" in result.stderr
-    pid = engine_pid(runtime)
-    assert pid is not None
+    first = engine_pid(runtime)
+    assert first is not None
     again = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hello again.")
     assert again.returncode == 0, again.stderr
     assert "Starting" not in again.stderr
-    assert engine_pid(runtime) == pid
+    assert engine_pid(runtime) == first
+
+    # Another model: refused while a client uses the engine, which keeps running...
+    other = tmp_path / "other-model"
+    shutil.copytree(tiny_model_dir, other, copy_function=os.link)  # the same files, elsewhere
+    holder = hold(runtime)
+    refused = voicecli(runtime, "say", *tiny(other, "-o", str(out)), "Hello there.")
+    assert refused.returncode == 1
+    assert "1 client(s) use it" in refused.stderr and "--no-engine" in refused.stderr
+    assert engine_pid(runtime) == first, "a busy engine was stopped"
+    holder.close()
+    time.sleep(0.5)
+    # ...and once idle, the engine is restarted on it.
+    restarted = voicecli(runtime, "say", *tiny(other, "-o", str(out)), "Hello there.")
+    assert restarted.returncode == 0, restarted.stderr
+    assert "Restarting the voicecli engine" in restarted.stderr
+    second = engine_pid(runtime)
+    assert second is not None and second != first
+    assert wait_gone(first)
+    assert str(other.resolve()) in voicecli(runtime, "engine", "status").stdout
+
     stopped = voicecli(runtime, "engine", "stop")
     assert stopped.returncode == 0
-    assert f"pid {pid}" in stopped.stdout
-    assert wait_gone(pid)
+    assert f"pid {second}" in stopped.stdout
+    assert wait_gone(second)
     assert voicecli(runtime, "engine", "stop").stdout.startswith("No voicecli engine")
 
 
@@ -192,44 +226,42 @@ def test_a_runtime_dir_of_another_user_is_refused_in_one_line(tmp_path, tiny_mod
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_another_model_restarts_an_idle_engine_and_refuses_a_busy_one(
-    started, tiny_model_dir, tmp_path
-):
-    other = tmp_path / "other-model"
-    shutil.copytree(tiny_model_dir, other, copy_function=os.link)  # the same files, elsewhere
-    first = engine_pid(started)
-    # A client holds the engine: a connection that stays open.
-    holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    holder.connect(str(started / "engine.sock"))
-    holder.sendall(
-        b"GET /invocations-bidirectional-stream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-        b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-        b"Sec-WebSocket-Version: 13\r\n\r\n"
-    )
-    assert b"101" in holder.recv(1024)
-    out = tmp_path / "a.wav"
-    refused = voicecli(started, "say", *tiny(other, "-o", str(out)), "Hello there.")
-    assert refused.returncode == 1
-    assert "1 client(s) use it" in refused.stderr and "--no-engine" in refused.stderr
-    assert engine_pid(started) == first, "a busy engine was stopped"
-    holder.close()
-    time.sleep(0.5)
-    restarted = voicecli(started, "say", *tiny(other, "-o", str(out)), "Hello there.")
-    assert restarted.returncode == 0, restarted.stderr
-    assert "Restarting the voicecli engine" in restarted.stderr
-    second = engine_pid(started)
-    assert second is not None and second != first
-    status = voicecli(started, "engine", "status").stdout
-    assert str(other.resolve()) in status
-
-
 SENTENCES = " ".join(f"This is sentence number {n}, spoken in order." for n in range(6))
 
 
+def client_dies_mid_turn(runtime: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A client killed mid-turn frees the engine, which speaks for the next one."""
+    env = {**os.environ, **engine_env(runtime)}
+    client = subprocess.Popen(
+        [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir), SENTENCES * 3],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while (
+        time.monotonic() < deadline
+        and "1 client(s)" not in voicecli(runtime, "engine", "status").stdout
+    ):
+        time.sleep(0.1)
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 10
+    while "0 client(s)" not in (status := voicecli(runtime, "engine", "status").stdout):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    out = tmp_path / "after.wav"
+    after = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Still here.")
+    assert after.returncode == 0, after.stderr
+    assert read_wav(out)[0].size > 0
+
+
 @pytest.mark.long
-def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
-    started, tiny_model_dir, tmp_path
-):
+def test_either_side_dying_mid_turn_costs_the_other_nothing(started, tiny_model_dir, tmp_path):
+    client_dies_mid_turn(started, tiny_model_dir, tmp_path)
+
+    # The engine killed mid-turn: its client finishes the text in its own process.
     # The same text in this process: the length every sample of it should add up to.
     whole = tmp_path / "whole.wav"
     result = CliRunner().invoke(
@@ -267,31 +299,3 @@ def test_an_engine_killed_mid_turn_is_finished_in_process_with_no_text_lost(
     # Every sentence is there once: the same length as the in-process render, give or
     # take the pause a line break adds.
     assert abs(len(cut) - len(reference)) < 0.1 * len(reference), (len(cut), len(reference))
-
-
-def test_a_client_that_dies_mid_turn_frees_the_engine(shared, tiny_model_dir, tmp_path):
-    started = shared
-    env = {**os.environ, **engine_env(started)}
-    client = subprocess.Popen(
-        [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir), SENTENCES * 3],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    deadline = time.monotonic() + 60
-    while (
-        time.monotonic() < deadline
-        and "1 client(s)" not in voicecli(started, "engine", "status").stdout
-    ):
-        time.sleep(0.1)
-    client.kill()
-    client.wait()
-    deadline = time.monotonic() + 10
-    while "0 client(s)" not in (status := voicecli(started, "engine", "status").stdout):
-        assert time.monotonic() < deadline, status
-        time.sleep(0.1)
-    out = tmp_path / "after.wav"
-    after = voicecli(started, "say", *tiny(tiny_model_dir, "-o", str(out)), "Still here.")
-    assert after.returncode == 0, after.stderr
-    assert read_wav(out)[0].size > 0

@@ -655,6 +655,9 @@ def test_push_to_talk_hears_only_while_tab_is_held(
             repeats = threading.Thread(target=hold_tab)
             repeats.start()
             try:
+                # Spoken once the line shows the key held, as a user sees it: under load
+                # the first Tab can reach voicecli after the first word would have.
+                tui.wait_state(child, "listening")
                 room.say(utterances["follow_up"])
             finally:
                 holding.set()

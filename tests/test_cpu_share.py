@@ -8,6 +8,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -144,6 +145,31 @@ def test_a_program_that_turns_busy_mid_turn_shrinks_the_team_within_a_second(mon
     with _beside("while True: pass"):
         teams = _passes(share, 50)  # 1.5 s
     assert teams[-15:] == [1] * 15, teams
+
+
+@pytest.mark.parametrize(("others_use", "then"), [(0.1, 2), (1.0, 1)])
+def test_a_glimpse_after_a_pause_gives_way_to_cpu_time_within_a_tenth_of_a_second(
+    monkeypatch, others_use, then
+):
+    """After a pause, another program caught runnable at every reading (at work for a
+    few milliseconds, or busy) sets the first team; a tenth of a second of CPU time then
+    decides: a program using a tenth of a core leaves both cores, a busy one takes one.
+    Blended into the second-long average, the glimpse had held one thread for 0.8 s."""
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
+    monkeypatch.setattr(cpu_share, "others_running", lambda: 1)
+    monkeypatch.setattr(cpu_share, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep))
+    monkeypatch.setattr(cpu_share, "cpu_seconds", lambda: (others_use * clock[0], 0.0))
+    share = CpuShare(2)
+    teams = []
+    for _ in range(10):  # passes of 30 ms
+        teams.append(share.threads())
+        clock[0] += 0.03
+    assert teams[:4] == [1] * 4 and teams[4:] == [then] * 6, teams
 
 
 def test_a_fixed_team_is_never_changed(monkeypatch):

@@ -14,7 +14,10 @@ that moment is when this process has just sent a client its audio, so the client
 runnable then, busy or not. An engine beside its own `say`, which uses a tenth of a core,
 had dropped to one thread at most passes and decoded them 1.6 times slower. Only after a
 pause, with no CPU time read for a while, do runnable tasks decide: a busy program is
-runnable at every one of a few readings, a program that merely woke up is not.
+runnable at every one of a few readings, a program that merely woke up is not. That
+glimpse holds only until a tenth of a second of CPU time has been read: blended into the
+second-long average instead, a program caught at work for a few milliseconds kept the
+team at one thread for most of a second.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ FRESH_READINGS = 4
 # CPU time is counted in clock ticks (10 ms here): a shorter span than this would be
 # mostly rounding, so readings closer together wait to be averaged in.
 MIN_SPAN = 0.05  # s
+SETTLE = 0.1  # s of CPU time read that replace a glimpse of runnable tasks
 _TICK = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
@@ -98,6 +102,7 @@ class CpuShare:
         self._load = 0.0  # cores other processes use, averaged
         self._read_at: float | None = None  # when threads() last read anything
         self._since: tuple[float, float, float] | None = None  # (when, everyone, ours)
+        self._glimpse = False  # the load is runnable tasks seen after a pause, not CPU time
 
     def threads(self) -> int:
         if self.fixed or self.most == 1:
@@ -113,6 +118,7 @@ class CpuShare:
                 return self.most
             self._load = float(min(readings))  # type: ignore[type-var]
             self._since = None
+            self._glimpse = True
         if self._since is None:
             seconds = cpu_seconds()
             self._since = None if seconds is None else (now, *seconds)
@@ -133,5 +139,10 @@ class CpuShare:
             return
         everyone, ours = seconds
         others = max(0.0, (everyone - everyone_then) - (ours - ours_then)) / span
-        self._load += (1.0 - math.exp(-span / TAU)) * (others - self._load)
+        if self._glimpse:
+            if span < SETTLE:
+                return  # read on from the same start until the span is long enough
+            self._load, self._glimpse = others, False
+        else:
+            self._load += (1.0 - math.exp(-span / TAU)) * (others - self._load)
         self._since = (now, everyone, ours)

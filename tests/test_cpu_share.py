@@ -147,14 +147,21 @@ def test_a_program_that_turns_busy_mid_turn_shrinks_the_team_within_a_second(mon
     assert teams[-15:] == [1] * 15, teams
 
 
-@pytest.mark.parametrize(("others_use", "then"), [(0.1, 2), (1.0, 1)])
-def test_a_glimpse_after_a_pause_gives_way_to_cpu_time_within_a_tenth_of_a_second(
-    monkeypatch, others_use, then
-):
+# CPU seconds other programs have used by time t: a tenth of a core, a busy core, and 0.6
+# of a core for the first 0.12 s only (a client drawing its screen as the turn begins).
+LIGHT_USE, BUSY_USE, BURST_USE = (lambda t: 0.1 * t), (lambda t: t), (lambda t: 0.6 * min(t, 0.12))
+
+
+@pytest.mark.parametrize(
+    ("used_by", "then"),
+    [(LIGHT_USE, 2), (BUSY_USE, 1), (BURST_USE, 2)],
+    ids=["a-tenth-of-a-core", "a-busy-core", "a-burst-as-the-turn-begins"],
+)
+def test_after_a_pause_a_glimpse_then_the_cpu_time_since_decide(monkeypatch, used_by, then):
     """After a pause, another program caught runnable at every reading (at work for a
-    few milliseconds, or busy) sets the first team; a tenth of a second of CPU time then
-    decides: a program using a tenth of a core leaves both cores, a busy one takes one.
-    Blended into the second-long average, the glimpse had held one thread for 0.8 s."""
+    few milliseconds, or busy) sets the first team; from a tenth of a second on, the CPU
+    time used since the pause decides. Blended into the second-long average instead, the
+    glimpse of a program using a tenth of a core had held one thread for 0.8 s."""
     clock = [0.0]
 
     def sleep(seconds: float) -> None:
@@ -163,13 +170,13 @@ def test_a_glimpse_after_a_pause_gives_way_to_cpu_time_within_a_tenth_of_a_secon
     monkeypatch.setattr(cpu_share, "usable_cores", lambda: 2)
     monkeypatch.setattr(cpu_share, "others_running", lambda: 1)
     monkeypatch.setattr(cpu_share, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep))
-    monkeypatch.setattr(cpu_share, "cpu_seconds", lambda: (others_use * clock[0], 0.0))
+    monkeypatch.setattr(cpu_share, "cpu_seconds", lambda: (used_by(clock[0]), 0.0))
     share = CpuShare(2)
     teams = []
-    for _ in range(10):  # passes of 30 ms
+    for _ in range(40):  # passes of 30 ms
         teams.append(share.threads())
         clock[0] += 0.03
-    assert teams[:4] == [1] * 4 and teams[4:] == [then] * 6, teams
+    assert teams[:4] == [1] * 4 and teams[5:] == [then] * 35, teams
 
 
 def test_a_fixed_team_is_never_changed(monkeypatch):

@@ -15,9 +15,10 @@ runnable then, busy or not. An engine beside its own `say`, which uses a tenth o
 had dropped to one thread at most passes and decoded them 1.6 times slower. Only after a
 pause, with no CPU time read for a while, do runnable tasks decide: a busy program is
 runnable at every one of a few readings, a program that merely woke up is not. That
-glimpse holds only until a tenth of a second of CPU time has been read: blended into the
-second-long average instead, a program caught at work for a few milliseconds kept the
-team at one thread for most of a second.
+glimpse holds only until a tenth of a second of CPU time has been read, and the average
+since the pause decides until a second of it has: blended into the running average
+instead, a program caught at work for a few milliseconds kept the team at one thread for
+most of a second.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ FRESH_READINGS = 4
 # CPU time is counted in clock ticks (10 ms here): a shorter span than this would be
 # mostly rounding, so readings closer together wait to be averaged in.
 MIN_SPAN = 0.05  # s
-SETTLE = 0.1  # s of CPU time read that replace a glimpse of runnable tasks
+SETTLE = 0.1  # s of CPU time read after a pause that replace a glimpse of runnable tasks
 _TICK = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
@@ -102,7 +103,7 @@ class CpuShare:
         self._load = 0.0  # cores other processes use, averaged
         self._read_at: float | None = None  # when threads() last read anything
         self._since: tuple[float, float, float] | None = None  # (when, everyone, ours)
-        self._glimpse = False  # the load is runnable tasks seen after a pause, not CPU time
+        self._since_pause = False  # the load is a glimpse, then the average since a pause
 
     def threads(self) -> int:
         if self.fixed or self.most == 1:
@@ -118,7 +119,7 @@ class CpuShare:
                 return self.most
             self._load = float(min(readings))  # type: ignore[type-var]
             self._since = None
-            self._glimpse = True
+            self._since_pause = True
         if self._since is None:
             seconds = cpu_seconds()
             self._since = None if seconds is None else (now, *seconds)
@@ -139,10 +140,14 @@ class CpuShare:
             return
         everyone, ours = seconds
         others = max(0.0, (everyone - everyone_then) - (ours - ours_then)) / span
-        if self._glimpse:
-            if span < SETTLE:
-                return  # read on from the same start until the span is long enough
-            self._load, self._glimpse = others, False
+        if self._since_pause:
+            # The average since the pause, once long enough to outweigh the glimpse: a
+            # tenth of a second of it is no steadier a seed for the running average.
+            if span >= SETTLE:
+                self._load = others
+            if span < TAU:
+                return
+            self._since_pause = False
         else:
             self._load += (1.0 - math.exp(-span / TAU)) * (others - self._load)
         self._since = (now, everyone, ours)

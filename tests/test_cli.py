@@ -326,7 +326,9 @@ def test_invalid_utf8_on_stdin_is_reported_after_speaking_the_valid_part(tiny_mo
     _, err = proc.communicate(b"Hello there.\n\xff\xfe broken\n", timeout=180)
     assert proc.returncode == 1
     assert b"not valid UTF-8" in err and b"offset 13" in err
-    assert b"Traceback" not in err
+    # One line, with or without a terminal: writing a file only, there is nothing to hear
+    # and so no note that keys cannot interrupt it.
+    assert len(err.strip().splitlines()) == 1, err
     assert read_wav(out)[0].size > 0, "the valid text before the bad byte was lost"
 
 

@@ -84,6 +84,11 @@ class Settings:
     verbose: bool = False
     log_file: Path | None = None
 
+    @property
+    def plays(self) -> bool:
+        """Whether the audio goes to a device: unless --output was given, or --play too."""
+        return self.play if self.play is not None else self.output is None
+
 
 ENV_ALIASES = {
     "base_url": ("OPENAI_BASE_URL",),

@@ -208,7 +208,7 @@ class Session:
             self.captions = Captions(self.settings.captions)
             check_writable(self.settings.captions)
         if self._owns_sink:
-            if self.settings.play or (self.settings.play is None and self.settings.output is None):
+            if self.settings.plays:
                 resolve_device(self.settings.device)
             if self.settings.output is not None:
                 check_writable(self.settings.output)
@@ -234,7 +234,8 @@ class Session:
             try:
                 self.keys = KeyListener.open()
             except NoTerminal as exc:
-                display.note(f"Interrupting with a key is off: {exc}.")
+                if self.settings.plays:  # writing a file only, there is nothing to hear
+                    display.note(f"Interrupting with a key is off: {exc}.")
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -275,6 +275,21 @@ def test_errors_before_the_stream_say_what_to_do(
         )
 
 
+def test_a_refused_endpoint_is_one_line_from_the_cli(runtime: StandIn, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "voicecli", "say", "--sagemaker-endpoint", "nope"]
+        + ["--endpoint-url", runtime.url, "--sagemaker-api", "bidirectional"]
+        + ["--output", str(tmp_path / "x.wav"), "Hello."],
+        env=os.environ | {"VOICECLI_VOICE": "jf_alpha"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "'nope'" in result.stderr and "--sagemaker-endpoint" in result.stderr
+
+
 def test_say_writes_speech_from_the_endpoint(runtime: StandIn, tmp_path: Path) -> None:
     out = tmp_path / "hello.wav"
     result = subprocess.run(

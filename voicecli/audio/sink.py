@@ -145,7 +145,7 @@ class TeeSink:
 
 def make_sink(settings: Settings, sample_rate: int) -> AudioSink:
     """The device, the WAV file, or both (--output with --play)."""
-    play = settings.play if settings.play is not None else settings.output is None
+    play = settings.plays
     if not play and settings.output is None:
         raise VoiceCliError("Nothing to do with the audio: --no-play needs --output FILE.wav.")
     device = None

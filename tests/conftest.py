@@ -97,6 +97,8 @@ def real_voice_priors(real_model_dir, tmp_path_factory) -> Path:
 
 def pulse_state() -> str:
     """Whether .ci/audio-env.sh's PulseAudio answers, and if not, how its log ends."""
+    if shutil.which("pactl") is None:
+        return "pactl is not installed (scripts/test.sh installs pulseaudio-utils)"
     if subprocess.run(["pactl", "info"], capture_output=True).returncode == 0:
         return "PulseAudio is running"
     log = Path(os.environ.get("VOICECLI_AUDIO_DIR", "/tmp/voicecli-audio")) / "pulse.log"

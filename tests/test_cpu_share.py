@@ -74,7 +74,8 @@ def _cpu_by_process() -> dict[str, float]:
         except OSError:
             continue  # it ended meanwhile
         name = head.split(b"(", 1)[1].decode(errors="replace")
-        ticks = int(fields.split()[11]) + int(fields.split()[12])
+        values = fields.split()
+        ticks = int(values[11]) + int(values[12])  # utime, stime
         used[f"{stat.parent.name} {name}"] = ticks / os.sysconf("SC_CLK_TCK")
     return used
 

@@ -92,8 +92,9 @@ class CpuShare:
     Other processes' CPU use is averaged over about ``TAU`` seconds: a busy program uses
     a core, a sound server, an editor or voicecli's own client a tenth of one, and a
     team of two costs little beside those. After a pause (between turns) a few readings
-    of runnable tasks 1 ms apart start the average afresh: only one runnable at all of
-    them counts.
+    of runnable tasks 1 ms apart decide for the first tenth of a second (only one
+    runnable at all of them counts), then the CPU time used since the pause, until a
+    second of it starts the running average afresh.
     """
 
     def __init__(self, most: int, *, fixed: bool = False) -> None:

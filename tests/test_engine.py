@@ -118,6 +118,33 @@ def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
     assert not any(f"socket:[{inode}]" in inodes for inode in listening), "a TCP port is open"
 
 
+def test_the_socket_path_appears_only_once_it_listens(tmp_path, monkeypatch):
+    """A client probing a starting engine must never find its path bound but refusing
+    connections: it would take it for a dead engine's and remove it."""
+    from voicecli.server import resident
+
+    path = tmp_path / "engine.sock"
+    path.touch()  # a stale one, replaced
+    seen_at_listen = []
+
+    class Watched(socket.socket):
+        def listen(self, *args) -> None:
+            seen_at_listen.append(path.exists() and stat.S_ISSOCK(path.stat().st_mode))
+            super().listen(*args)
+
+    monkeypatch.setattr(resident.socket, "socket", Watched)
+    sock = resident.bind_unix(path)
+    try:
+        assert seen_at_listen == [False]
+        assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) == 0o600
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(str(path))
+        client.close()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["engine.sock"]
+    finally:
+        sock.close()
+
+
 def hold(runtime: Path) -> socket.socket:
     """A client that holds the engine: a WebSocket connection that stays open."""
     holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -38,19 +38,28 @@ FAILED_LINGER = 5.0
 
 
 def bind_unix(path: Path) -> socket.socket:
-    """A listening socket at ``path``, 0600 from the start (umask), replacing a stale one."""
+    """A listening socket at ``path``, 0600 from the start (umask), replacing a stale one.
+
+    It is bound and listening under a name of its own first, then renamed into place: a
+    client that found the path bound but not yet listening would be refused, take it for
+    a dead engine's socket and remove it (under load, the engine starting then lost its
+    socket and exited)."""
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+        staged.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
-        sock.bind(str(path))
+        sock.bind(str(staged))
+        sock.listen(128)
+        os.replace(staged, path)
     except OSError as exc:
         sock.close()
+        with contextlib.suppress(OSError):
+            staged.unlink()
         raise VoiceCliError(f"Cannot listen on {path}: {exc.strerror or exc}.") from None
     finally:
         os.umask(old)
-    sock.listen(128)
     return sock
 
 

@@ -44,7 +44,7 @@ def bind_unix(path: Path) -> socket.socket:
     client that found the path bound but not yet listening would be refused, take it for
     a dead engine's socket and remove it (under load, the engine starting then lost its
     socket and exited)."""
-    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    staged = path.with_name(f".{os.getpid()}")  # no longer than the path's (sun_path)
     with contextlib.suppress(FileNotFoundError):
         staged.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

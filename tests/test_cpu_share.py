@@ -126,7 +126,9 @@ def test_a_client_woken_by_each_message_leaves_the_team_whole(monkeypatch, quiet
             client.stdin.flush()
 
         teams = _passes(CpuShare(2), 40, send)
-    assert teams.count(1) <= 2, teams
+    # Caught at work at every reading after the pause, the client may hold the first
+    # tenth of a second (four passes) to one thread; CPU time decides from then on.
+    assert teams[4:].count(1) <= 2, teams
 
 
 @pytest.mark.serial  # judges what else uses the CPU: alone

@@ -6,7 +6,7 @@ FROM python:3.11-slim
 # WebSocket /invocations-bidirectional-stream only when this label is present.
 LABEL com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true
 
-# Must equal REVISION in voicecli/tts/kokoro_files.py (a test checks it), so the
+# Must equal REVISION in voicecli/tts/kokoro/files.py (a test checks it), so the
 # image bakes in exactly the weights and voices the client expects.
 ARG KOKORO_REVISION=f3ff3571791e39611d31c381e3a41a3af07b4987
 ARG TORCH_VERSION=2.13.0

@@ -21,7 +21,7 @@ repo=$(pwd)
 PYTHON=${PYTHON:-python3}
 VENV=${VOICECLI_VENV:-.venv}
 TORCH=${VOICECLI_TORCH:-torch==2.13.0}
-REVISION=$(sed -n 's/^REVISION = "\(.*\)"/\1/p' voicecli/tts/kokoro_files.py)
+REVISION=$(sed -n 's/^REVISION = "\(.*\)"/\1/p' voicecli/tts/kokoro/files.py)
 
 step() { printf '\n==> %s\n' "$*"; }
 

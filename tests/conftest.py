@@ -54,7 +54,7 @@ def _voice_priors_of_its_own(request, tmp_path, monkeypatch):
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Kokoro model dir (config.json, kokoro-v1_0.pth, voices/), one
     per run: nothing writes to it."""
-    from voicecli.tts import torch_thread
+    from voicecli.tts.kokoro import torch_thread
 
     # Built on torch's thread: torch work on the main thread would give it an OpenMP team
     # for the rest of the session, and every later synthesis would share the cores with it.
@@ -84,7 +84,7 @@ REAL_VOICE = {"voice": "jf_alpha", "lang": "a"}  # the tests' voice on the real 
 def real_voice_priors(real_model_dir, tmp_path_factory) -> Path:
     """A prior directory holding the real weights' prior for ``REAL_VOICE``, learnt once
     per run, the way a warm-up learns it."""
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
 
     def learn(path: Path) -> None:
         with pytest.MonkeyPatch.context() as patch:
@@ -170,7 +170,7 @@ def through_engine(tiny_engine, monkeypatch):
 
 @pytest.fixture(scope="session")
 def tiny_synth(tiny_model_dir):
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
 
     return KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir)
 

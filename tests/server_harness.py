@@ -15,9 +15,9 @@ from websockets.sync.client import ClientConnection, connect
 
 from voicecli import protocol as p
 from voicecli.config import Settings
-from voicecli.server.engine import SpeechModel
 from voicecli.server.requests import Limits
 from voicecli.server.run import bind, kokoro_factory, make_server
+from voicecli.server.scheduler import SpeechModel
 
 
 class StandInModel:
@@ -78,7 +78,7 @@ class RunningServer:
 
     def wait_ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
-        while not self.server.config.app.state.engine.ready.wait(0.05):
+        while not self.server.config.app.state.scheduler.ready.wait(0.05):
             if time.monotonic() > deadline:
                 raise RuntimeError("model did not load")
 

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from voicecli.bench.load import Playhead, require_loopback
+from voicecli.bench.load import PacedListener, require_loopback
 from voicecli.bench.metrics import trial_metrics
 from voicecli.bench.scenarios import SCENARIOS, parse_reply, scenario_reply
 from voicecli.cli.bench import bench
@@ -201,7 +201,7 @@ def test_gaps_are_silence_between_one_sentence_end_and_the_next_start():
 
 
 def test_playhead_counts_late_frames_and_the_wait():
-    head = Playhead(24000)
+    head = PacedListener(24000)
     assert head.arrive(24000, 10.0) == 0.0  # first frame: starts the clock
     assert head.arrive(12000, 10.5) == 0.0  # plays at 11.0: early is fine
     assert head.arrive(12000, 12.0) == pytest.approx(0.5)  # needed at 11.5

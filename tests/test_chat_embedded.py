@@ -30,7 +30,7 @@ def llama_servers() -> set[int]:
                 state, parent = f.read().rsplit(")", 1)[1].split()[:2]
         except OSError:
             continue
-        if b"voicecli.llm_process" in cmd and state != "Z" and int(parent) == os.getpid():
+        if b"voicecli.llm.embedded_process" in cmd and state != "Z" and int(parent) == os.getpid():
             pids.add(int(entry))
     return pids
 

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from voicecli.tts import cpu_share
-from voicecli.tts.cpu_share import CpuShare
+from voicecli.tts.kokoro import cpu_share
+from voicecli.tts.kokoro.cpu_share import CpuShare
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/proc/stat"), reason="reads Linux's CPU time and runnable tasks"

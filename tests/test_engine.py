@@ -121,7 +121,7 @@ def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
 def test_the_socket_path_appears_only_once_it_listens(tmp_path, monkeypatch):
     """A client probing a starting engine must never find its path bound but refusing
     connections: it would take it for a dead engine's and remove it."""
-    from voicecli.server import resident
+    from voicecli.engine import host as resident
 
     path = tmp_path / "engine.sock"
     path.touch()  # a stale one, replaced

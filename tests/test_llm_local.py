@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from voicecli import llm_local
 from voicecli.errors import VoiceCliError
-from voicecli.llm_local import LocalLLMServer
+from voicecli.llm import embedded as llm_local
+from voicecli.llm.embedded import LocalLLMServer
 
 needs_llama = pytest.mark.skipif(
     importlib.util.find_spec("xllamacpp") is None,
@@ -155,7 +155,7 @@ def test_environment_cannot_redirect_or_lock_the_server(
 _PARENT_SCRIPT = textwrap.dedent(
     """
     import signal, time
-    from voicecli.llm_local import LocalLLMServer
+    from voicecli.llm.embedded import LocalLLMServer
     # Ctrl-C as in a terminal, even when the tests run as a background job (which
     # starts with SIGINT ignored).
     signal.signal(signal.SIGINT, signal.default_int_handler)

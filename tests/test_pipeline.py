@@ -10,7 +10,7 @@ import pytest
 
 from tests.faulty_llm import BreakingLLM, FailingLLM
 from tests.wavfile import read_wav
-from voicecli.audio.sink import WavSink
+from voicecli.audio.sinks import WavSink
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cancel import CancelToken
 from voicecli.pipeline import SpeechPipeline, TurnOptions

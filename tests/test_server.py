@@ -40,7 +40,7 @@ from voicecli.config import Settings
 from voicecli.server.outbox import Outbox
 from voicecli.server.requests import Limits, split_sentences
 from voicecli.server.run import kokoro_factory
-from voicecli.tts import kokoro_files
+from voicecli.tts.kokoro import files as kokoro_files
 from voicecli.tts.steps import AudioPart
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,8 +336,8 @@ def test_full_job_queue_answers_overloaded_and_a_reader_that_stops_is_ended() ->
 def test_outbox_bounds_audio_but_not_control() -> None:
     import asyncio
 
-    from voicecli.server.engine import Job
     from voicecli.server.outbox import OutAudio
+    from voicecli.server.scheduler import Job
 
     async def scenario() -> None:
         outbox = Outbox(Limits(send_queue_frames=2), asyncio.get_running_loop())
@@ -391,7 +391,7 @@ def test_the_model_is_warmed_up_once_when_idle_never_before_a_waiting_client() -
     running = RunningServer(lambda: model, Limits(warm_after=2.0)).start()
     try:
         running.wait_ready()
-        engine = running.server.config.app.state.engine
+        engine = running.server.config.app.state.scheduler
         with ws_connect(running) as ws:
             ws.send(speak("first", "Hello."))  # the client that waited for the load
             assert collect(ws, "first")[1]["type"] == "sentence_done"
@@ -420,7 +420,7 @@ def test_a_client_that_comes_during_the_warm_up_waits_for_one_of_its_passes_only
             assert collect(ws, "now")[1]["type"] == "sentence_done"
             assert time.monotonic() - began < 2.0, model.events
         assert model.events.index("speak") < 10, model.events  # served mid-warm-up
-        assert running.server.config.app.state.engine.warm.wait(RECV_TIMEOUT)
+        assert running.server.config.app.state.scheduler.warm.wait(RECV_TIMEOUT)
         assert model.events.count("warm") == 20  # and the warm-up went on after it
         assert ping(running) == {"status": "ready", "warm": True}
     finally:

@@ -124,7 +124,7 @@ def test_a_voice_outside_the_voice_set_is_refused_without_naming_a_path(
 
 
 def test_voice_packs_are_normalised_and_bounded(tiny_model_dir: Path) -> None:
-    from voicecli.tts.kokoro_files import ModelFiles, VoicePacks
+    from voicecli.tts.kokoro.files import ModelFiles, VoicePacks
     from voicecli.tts.voices import VoiceSpec
 
     packs = VoicePacks(ModelFiles.resolve(tiny_model_dir), size=4)

@@ -2,7 +2,7 @@
 
 Each thread that enters an OpenMP parallel region gets a team of worker threads that
 lives as long as it does; two teams on a 2-core machine make libgomp sleep at every
-barrier (voicecli/tts/torch_thread.py). These tests count the teams by their threads.
+barrier (voicecli/tts/kokoro/torch_thread.py). These tests count the teams by their threads.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from voicecli.tts import torch_thread
+from voicecli.tts.kokoro import torch_thread
 
 
 def os_threads() -> int:
@@ -45,7 +45,7 @@ def test_the_result_or_the_exception_comes_back_and_a_nested_call_does_not_wait_
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
 def test_synthesizing_from_many_threads_starts_no_openmp_team_of_their_own(tiny_model_dir):
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
 
     try:
         # A team of 2 per thread that computes.

@@ -13,15 +13,15 @@ from voicecli import display
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
-from voicecli.llm_local import SOCKET_BASE_URL
+from voicecli.llm.embedded import SOCKET_BASE_URL
 from voicecli.pipeline import TurnResult
 from voicecli.session import Pending, Session
 from voicecli.sources import ChatClient
 from voicecli.timeline import PLAYED
 
 if TYPE_CHECKING:
-    from voicecli.listening import Said, UserInput
-    from voicecli.llm_local import LocalLLMServer
+    from voicecli.listen.user_input import Said, UserInput
+    from voicecli.llm.embedded import LocalLLMServer
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def launch_llm(settings: Settings, stack: ExitStack) -> LocalLLMServer | None:
     loads its model while voicecli loads speech."""
     if not uses_embedded_llm(settings) or settings.engine:
         return None
-    from voicecli.llm_local import LocalLLMServer
+    from voicecli.llm.embedded import LocalLLMServer
 
     server = LocalLLMServer(
         settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
@@ -93,10 +93,10 @@ class EngineLLM:
     engine may have idled out, or died, since the last one."""
 
     def __init__(self, settings: Settings) -> None:
-        from voicecli.tts.resident import Engine
+        from voicecli.engine.handle import EngineHandle
 
         self.settings = settings
-        self.engine = Engine(settings)
+        self.engine = EngineHandle(settings)
         self._socket: str | None = None
         self._client: ChatClient | None = None
 
@@ -293,7 +293,7 @@ def run_chat(settings: Settings, *, once: str | None = None, listen: bool = Fals
 def _user_input(settings: Settings, session: Session) -> UserInput | None:
     """The microphone with typing beside it; None, said in one line, if the microphone
     or the recognizer cannot be used: the chat goes on typed."""
-    from voicecli.listening import UserInput
+    from voicecli.listen.user_input import UserInput
 
     try:
         return UserInput(settings, session)
@@ -303,7 +303,7 @@ def _user_input(settings: Settings, session: Session) -> UserInput | None:
 
 
 def _listen_loop(chat: Conversation, user: UserInput) -> None:
-    from voicecli.voice_input import Guess
+    from voicecli.listen.voice_input import Guess
 
     while not chat.quit:
         said = user.next()

@@ -28,6 +28,7 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0  # Kokoro's usable speaking rates
 # Silero VAD's window). The microphone delivers them; the listen stages take them.
 HEARING_RATE = 16_000
 HEARING_FRAME = 512
+HEARING_FRAME_SECONDS = HEARING_FRAME / HEARING_RATE
 
 
 def check_speed(speed: float, where: str = "Speed") -> float:

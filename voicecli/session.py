@@ -19,7 +19,7 @@ from types import FrameType
 
 from voicecli import display
 from voicecli.audio.devices import resolve_device
-from voicecli.audio.sink import make_sink
+from voicecli.audio.sinks import make_sink
 from voicecli.audio.wav import check_writable
 from voicecli.cancel import CancelToken
 from voicecli.captions import Captions
@@ -29,8 +29,8 @@ from voicecli.frames import AudioSink, Sentence, Synthesizer
 from voicecli.heard import now_playing
 from voicecli.keys import KeyListener, NoTerminal
 from voicecli.pipeline import SpeechPipeline, TurnOptions, TurnResult
+from voicecli.speech import make_synthesizer
 from voicecli.timeline import PLAYED, SENTENCE_READY, TEXT_DONE, Timeline
-from voicecli.tts.factory import make_synthesizer
 
 log = logging.getLogger(__name__)
 

@@ -196,7 +196,7 @@ def open_text_source(
     # the same reply; the report says so if the replies differed anyway.
     temperature = 0.0 if settings.temperature is None else settings.temperature
     if llm == "local":
-        from voicecli.llm_local import LocalLLMServer
+        from voicecli.llm.embedded import LocalLLMServer
 
         local = LocalLLMServer(
             settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
@@ -328,9 +328,9 @@ def run_ab(
     from contextlib import ExitStack
 
     from voicecli import display
-    from voicecli.audio.sink import make_sink
+    from voicecli.audio.sinks import make_sink
     from voicecli.pipeline import SpeechPipeline
-    from voicecli.tts.factory import make_synthesizer
+    from voicecli.speech import make_synthesizer
 
     with ExitStack() as stack:
         source = open_text_source(

@@ -35,15 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from voicecli.audio.mic import level_db
 from voicecli.bench.metrics import stats
 from voicecli.bench.room import USER_VOICE, VirtualRoom, speak_as_user
 from voicecli.bench.wer import wer
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.listen.mic import level_db
+from voicecli.listen.voice_input import Heard
 from voicecli.pipeline import TurnResult
 from voicecli.sources import text_source
-from voicecli.voice_input import Heard
 
 # What people say to stop an assistant: short, and some of them no question.
 INTERRUPTIONS = [
@@ -123,14 +123,14 @@ class _Speakers:
         return max(ends) if ends else None
 
 
-class _Rig:
+class _BargeInRig:
     """The room, the session and the voice input, wired as ``chat --listen`` wires them."""
 
     def __init__(self, settings: Settings, room: VirtualRoom, transcriber: Any) -> None:
-        from voicecli.audio.echo import EchoCanceller
-        from voicecli.audio.mic import Microphone
-        from voicecli.listening import ReplyBargeIn
-        from voicecli.voice_input import VoiceInput
+        from voicecli.listen.echo import EchoCanceller
+        from voicecli.listen.mic import Microphone
+        from voicecli.listen.user_input import ReplyBargeIn
+        from voicecli.listen.voice_input import VoiceInput
 
         self.closing = ExitStack()
         try:
@@ -269,7 +269,7 @@ def run_barge_in(
     room = VirtualRoom()
     try:
         room.echo()
-        rig = _Rig(settings, room, transcriber)
+        rig = _BargeInRig(settings, room, transcriber)
         try:
             quiet = rig.quiet(minutes, progress)
             quiet["echo_vs_user_db"] = round(quiet.pop("echo_db") - user_db, 1)

@@ -218,7 +218,7 @@ def open_server(
 
 
 # --- one conversation -----------------------------------------------------------------------
-class Playhead:
+class PacedListener:
     """A listener that plays audio at 1x from the first frame and notes every late frame."""
 
     def __init__(self, sample_rate: int) -> None:
@@ -286,7 +286,7 @@ def run_turn(
     watchdog.daemon = True
     start = time.monotonic()
     watchdog.start()
-    playhead = Playhead(synth.sample_rate)
+    playhead = PacedListener(synth.sample_rate)
     seen: set[int] = set()
     gaps: list[float] = []  # ms, one per sentence after the first
     error: str | None = None

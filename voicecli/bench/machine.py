@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from voicecli.bench.cpu_load import busy_processes
-from voicecli.tts.cpu_share import usable_cores
+from voicecli.tts.kokoro.cpu_share import usable_cores
 
 
 def machine_info() -> dict[str, Any]:

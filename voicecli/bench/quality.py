@@ -4,11 +4,11 @@ speaks it, against Kokoro's own render of it, by ear-like measures.
 The first sentence is the one a streaming start changes: decoded cold, with nothing
 queued, the planner cuts it early (at its first pause, or in a window) so that the
 listener hears something soon, and the first part is normalised over little speech.
-Each sentence is spoken by the shipped executor (``Speaker``) at a cold start, once per
+Each sentence is spoken by the shipped executor (``KokoroSpeaker``) at a cold start, once per
 plan below, and rendered whole by Kokoro from the *same* harmonic source (Kokoro's
 source is random, so two whole renders differ: that difference is the floor).
 
-Plans (``PLANS``), all run through the same ``Speaker``:
+Plans (``PLANS``), all run through the same ``KokoroSpeaker``:
 
 ``shipped``
     ``PhrasePlan`` as voicecli ships it, on the cost model this machine has taught it,
@@ -47,7 +47,7 @@ from voicecli.bench.scenarios import SCENARIOS
 from voicecli.errors import VoiceCliError
 from voicecli.frames import HEARING_RATE, SAMPLE_RATE
 from voicecli.protocol import to_pcm16
-from voicecli.tts.phrases import FRAME_SECONDS, CostModel, Cut, CutKind, PhrasePlan
+from voicecli.tts.kokoro.phrases import GENERATOR_FRAME_SECONDS, CostModel, Cut, CutKind, PhrasePlan
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 SPEECH_RANGE_DB = 50.0
@@ -185,7 +185,7 @@ class Ears:
         return self._resampler()(np.concatenate([audio, np.zeros(480, np.float32)]))
 
     def naturalness(self, audio16: np.ndarray) -> float:
-        from voicecli.tts import torch_thread
+        from voicecli.tts.kokoro import torch_thread
 
         def score() -> float:
             import torch
@@ -232,7 +232,7 @@ def _distillmos() -> Any:
     finally:
         if stand_in is not None:
             del sys.modules["torchaudio"]
-    from voicecli.tts import torch_thread
+    from voicecli.tts.kokoro import torch_thread
 
     def load() -> Any:
         model = distillmos.ConvTransformerSQAModel()
@@ -251,23 +251,25 @@ def render(
     draws; and the cuts made."""
     import torch
 
-    from voicecli.tts.kokoro_local import Speaker
+    from voicecli.tts.kokoro.synthesizer import KokoroSpeaker
     from voicecli.tts.steps import AudioPart
 
     torch.manual_seed(seed)
     if plan is None:
         parts = []
         for chunk in synth.phonemes(text):
-            utt = synth.engine.prepare(chunk.phonemes, synth.voice, synth.speed)
-            parts.append(synth.engine.decode(utt, 0, utt.frames))
+            utt = synth.stages.prepare(chunk.phonemes, synth.voice, synth.speed)
+            parts.append(synth.stages.decode(utt, 0, utt.frames))
         return np.concatenate(parts), []
     audio, cuts = [], []
-    for step in Speaker(synth, plan, priors=priors).speak_steps(synth.phonemes(text)):
+    for step in KokoroSpeaker(synth, plan, priors=priors).speak_steps(synth.phonemes(text)):
         match step:
             case AudioPart(samples=samples, cut=cut):
                 audio.append(samples)
                 if cut is not None:
-                    cuts.append({"end_s": cut.end * FRAME_SECONDS, "kind": cut.kind.value})
+                    cuts.append(
+                        {"end_s": cut.end * GENERATOR_FRAME_SECONDS, "kind": cut.kind.value}
+                    )
     return np.concatenate(audio), cuts
 
 
@@ -386,7 +388,7 @@ def write_wavs(audio: dict[str, list[np.ndarray]], out_dir: Path, stem: str) -> 
 def run(settings: Any, output_dir: Path) -> None:
     """The command: every first sentence spoken by every plan; report, JSON and WAVs."""
     from voicecli import display
-    from voicecli.tts.factory import local_synthesizer
+    from voicecli.speech import local_synthesizer
 
     if settings.endpoint_url or settings.sagemaker_endpoint:
         raise VoiceCliError("--quality measures the local Kokoro decoder: drop the endpoint.")

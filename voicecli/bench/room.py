@@ -39,7 +39,7 @@ ECHO_GAIN_DB = -9.0
 def speak_as_user(settings: Settings, texts: list[str]) -> list[np.ndarray]:
     """Each text spoken by Kokoro in ``USER_VOICE`` (24 kHz), from its first sound to
     its last, so that where speech begins is known."""
-    from voicecli.tts.factory import local_synthesizer
+    from voicecli.speech import local_synthesizer
 
     synth = local_synthesizer(replace(settings, voice=USER_VOICE, lang="a", speed=1.0))
     try:

@@ -91,7 +91,8 @@ def heard(spoken: Spoken, detector: Any) -> list[Any]:
 def run_turn_taking(
     settings: Settings, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
-    from voicecli.listen.asr import SAMPLE_RATE, Transcriber
+    from voicecli.frames import HEARING_RATE
+    from voicecli.listen.asr import Transcriber
     from voicecli.listen.vad import VoiceActivity, frames
 
     transcriber = Transcriber(settings.asr_model)
@@ -106,21 +107,21 @@ def run_turn_taking(
             audio = np.interp(np.arange(0, len(audio), 1.5), np.arange(len(audio)), audio)
             if i:
                 pauses.append(next(pause_iter))
-                parts.append(np.zeros(round(pauses[-1] * SAMPLE_RATE), np.float32))
+                parts.append(np.zeros(round(pauses[-1] * HEARING_RATE), np.float32))
             parts.append(audio.astype(np.float32))
-        silence = np.zeros(SAMPLE_RATE, np.float32)
+        silence = np.zeros(HEARING_RATE, np.float32)
         audio = np.concatenate([silence, *parts, silence, silence])
         vad = VoiceActivity()
         spoken.append(Spoken(audio, [vad(f) for f in frames(audio)], pauses))
         if progress:
             progress(f"spoke {' / '.join(question)}")
 
-    from voicecli.listen.turns import Pausing, TurnDetector, Utterance
+    from voicecli.listen.turns import Pausing, TurnDetector, UserSpeech
 
     results: dict[str, Any] = {"hangovers": {}, "questions": QUESTIONS, "pauses": list(PAUSES)}
     for hangover in HANGOVERS:
         turns = [heard(s, TurnDetector(hangover=hangover)) for s in spoken]
-        cut = sum(sum(isinstance(e, Utterance) for e in events) > 1 for events in turns)
+        cut = sum(sum(isinstance(e, UserSpeech) for e in events) > 1 for events in turns)
         results["hangovers"][f"{hangover:g}"] = {"cut": cut, "wait_ms": round(hangover * 1000)}
 
     # The cue decides at each pause of the short hangover (a Pausing of a detector whose
@@ -128,7 +129,7 @@ def run_turn_taking(
     cue_cut, cue_waits, asr_ms, checks = 0, [], [], []
     for s in spoken:
         events = heard(s, TurnDetector(hangover=CUE[1], early=CUE[0]))
-        ended = sum(isinstance(e, Utterance) for e in events) > 1  # at a long pause
+        ended = sum(isinstance(e, UserSpeech) for e in events) > 1  # at a long pause
         pauses = [e for e in events if isinstance(e, Pausing)]
         finished = []
         for pause in pauses:

@@ -116,7 +116,7 @@ def run_voice(
         )
         room = VirtualRoom()
         stack.callback(room.close)
-        rig = _Rig(settings, room)
+        rig = _VoiceRig(settings, room)
         stack.callback(rig.close)
         client = source.client(timeout)
         progress("warm-up turn (not counted)")
@@ -205,12 +205,12 @@ def transcribe_espeak(settings: Settings, progress: Callable[[str], None]) -> di
     }
 
 
-class _Rig:
+class _VoiceRig:
     """The room, the session and the user's input, wired as ``chat --listen`` wires them
     on speakers by default (the echo canceller, barge-in)."""
 
     def __init__(self, settings: Settings, room: VirtualRoom) -> None:
-        from voicecli.listening import UserInput
+        from voicecli.listen.user_input import UserInput
 
         self.settings = settings
         self.closing = ExitStack()
@@ -242,8 +242,8 @@ class _Rig:
         """The user says ``speech``; what was heard is asked, as ``chat --listen`` asks
         it (early, at a pause, unless ``early_reply`` is off); the reply plays."""
         from voicecli.frames import AudioChunk
+        from voicecli.listen.voice_input import Guess
         from voicecli.timeline import FIRST_TOKEN, PLAYED, REQUEST_SENT
-        from voicecli.voice_input import Guess
 
         spoke: list[float] = []
         self.user.begin_turn(lambda sentence, at: spoke.append(at), None)

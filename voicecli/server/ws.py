@@ -15,25 +15,25 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from voicecli import protocol as p
-from voicecli.server.engine import Engine, Job
 from voicecli.server.outbox import OutAudio, Outbox
 from voicecli.server.requests import parse_speak
+from voicecli.server.scheduler import Job, Scheduler
 
 log = logging.getLogger(__name__)
 
 
-class Session:
-    def __init__(self, ws: WebSocket, engine: Engine) -> None:
+class WebSocketConnection:
+    def __init__(self, ws: WebSocket, scheduler: Scheduler) -> None:
         self.ws = ws
-        self.engine = engine
-        self.limits = engine.limits
+        self.scheduler = scheduler
+        self.limits = scheduler.limits
         self.pending: dict[str, Job] = {}
         self.ended = False
 
     async def run(self) -> None:
         await self.ws.accept()
         self.outbox = Outbox(self.limits, asyncio.get_running_loop())
-        self.listener = self.engine.listener(self.outbox)
+        self.listener = self.scheduler.listener(self.outbox)
         sender = asyncio.create_task(self._send_loop())
         try:
             while not self.outbox.closed:
@@ -45,7 +45,7 @@ class Session:
                     data = message.get("bytes") or b""
                 self._reply_to(data)
         finally:
-            self.engine.leave(self.listener)
+            self.scheduler.leave(self.listener)
             self.outbox.close()
             sender.cancel()
             try:
@@ -107,7 +107,7 @@ class Session:
                 request_id,
             )
         job = Job(request_id, text, voice, speed, self.outbox, self._finished, words=words)
-        self.engine.submit(self.listener, job)
+        self.scheduler.submit(self.listener, job)
         self.pending[request_id] = job
 
     def _finished(self, job: Job) -> None:

@@ -19,7 +19,7 @@ from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.frames import AudioChunk, Sentence
 from voicecli.timeline import Timeline
-from voicecli.tts.protocol_turn import RemoteSynthesizer, TurnState, explain_error
+from voicecli.tts.remote_turn import RemoteSynthesizer, TurnState, explain_error
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from voicecli.frames import AudioChunk, Sentence
 from voicecli.timeline import Timeline
 from voicecli.tts import sagemaker_bidi
 from voicecli.tts.aws_errors import explain_aws_error
-from voicecli.tts.protocol_turn import RemoteSynthesizer, TurnState
+from voicecli.tts.remote_turn import RemoteSynthesizer, TurnState
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from voicecli.errors import VoiceCliError
 from voicecli.frames import AudioChunk, Sentence
 from voicecli.timeline import Timeline
 from voicecli.tts.aws_errors import explain_code
-from voicecli.tts.protocol_turn import TurnState, explain_error
+from voicecli.tts.remote_turn import TurnState, explain_error
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voicecli.frames import Word
-from voicecli.tts.phrases import Cut
+from voicecli.tts.kokoro.phrases import Cut
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from voicecli.config import Settings
 from voicecli.frames import Synthesizer
 from voicecli.server.run import HeadTimeoutH11, bind
 from voicecli.sources import ChatClient
-from voicecli.tts.factory import make_synthesizer
+from voicecli.speech import make_synthesizer
 from voicecli.web import messages as m
 from voicecli.web.tab import LLMFactory, Tab
 
@@ -64,7 +64,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class TabLink:
+class TabSocket:
     """A tab's WebSocket for threads: sends queue up, in order, and one task sends
     them. A tab that stops reading backs up here; past ``MAX_BACKLOG_BYTES`` it is
     closed (``slow_consumer``)."""
@@ -172,7 +172,7 @@ class WebApp:
             await ws.close(POLICY_VIOLATION)
             return
         await ws.accept()
-        link = TabLink(ws, asyncio.get_running_loop())
+        link = TabSocket(ws, asyncio.get_running_loop())
         sender = asyncio.create_task(link.run())
         link.send_text(
             m.message(

@@ -8,7 +8,6 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Protocol
 
 from voicecli import display
 from voicecli import protocol as p
@@ -19,17 +18,11 @@ from voicecli.frames import Synthesizer
 from voicecli.session import Session
 from voicecli.sources import ChatClient
 from voicecli.web import messages as m
-from voicecli.web.sink import BrowserSink, Link, PageStalled
+from voicecli.web.page_sink import BrowserSink, PageLink, PageStalled
 
 log = logging.getLogger(__name__)
 
 LLMFactory = Callable[[], ChatClient | EngineLLM]
-
-
-class TabLink(Link, Protocol):
-    def end(self, code: str, message: str) -> None:
-        """Send an error, then close the connection (from any thread)."""
-        ...
 
 
 NOW_EVERY = 0.04  # seconds between reports of the word being heard
@@ -39,7 +32,7 @@ class PageView(display.TurnView):
     """The turn as the page shows it: the reply as it streams, each unit handed to
     speech, and the sentence and word being heard (from what the page reports)."""
 
-    def __init__(self, link: Link, turn: int) -> None:
+    def __init__(self, link: PageLink, turn: int) -> None:
         self.link = link
         self.turn = turn
         self._stop = threading.Event()
@@ -93,7 +86,7 @@ class Tab:
         settings: Settings,
         synth: Synthesizer,
         llm: LLMFactory,
-        link: TabLink,
+        link: PageLink,
         *,
         stall_timeout: float,
     ) -> None:

@@ -14,7 +14,7 @@ from voicecli.config import Settings
 from voicecli.frames import Synthesizer
 
 if TYPE_CHECKING:
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
 
 
 def make_synthesizer(
@@ -42,7 +42,7 @@ def make_synthesizer(
             settings.endpoint_url, voice=settings.voice, speed=settings.speed
         )
     if settings.engine:
-        from voicecli.tts.resident import EngineSynthesizer
+        from voicecli.engine.handle import EngineSynthesizer
 
         return EngineSynthesizer(settings, lambda: local_synthesizer(settings), notify)
     return local_synthesizer(settings)
@@ -50,7 +50,7 @@ def make_synthesizer(
 
 def local_synthesizer(settings: Settings) -> KokoroSynthesizer:
     """Kokoro in this process: the one place it is built from settings."""
-    from voicecli.tts.kokoro_local import KokoroSynthesizer
+    from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
 
     return KokoroSynthesizer(
         voice=settings.voice,

@@ -30,21 +30,28 @@ from voicecli.frames import (
     split_words,
 )
 from voicecli.timeline import SYNTH_END, SYNTH_FIRST_CHUNK, SYNTH_START, Timeline
-from voicecli.tts import torch_thread
-from voicecli.tts.kokoro_engine import (
+from voicecli.tts.kokoro import torch_thread
+from voicecli.tts.kokoro.files import ModelFiles, VoicePacks, load_g2p, load_kmodel
+from voicecli.tts.kokoro.phrases import (
+    GENERATOR_FRAME_SAMPLES,
+    GENERATOR_FRAME_SECONDS,
+    CostModel,
+    Cut,
+    CutKind,
+    PhrasePlan,
+    Playhead,
+)
+from voicecli.tts.kokoro.prior_store import PriorStore
+from voicecli.tts.kokoro.stages import (
     CONTEXT,
-    FRAME_SAMPLES,
     CorpusStatistics,
     PartDecoder,
     PooledStatistics,
-    Utterance,
+    PreparedText,
     VoicePrior,
-    engine_for,
     resolve_precision,
+    staged_kokoro,
 )
-from voicecli.tts.kokoro_files import ModelFiles, VoicePacks, load_g2p, load_kmodel
-from voicecli.tts.phrases import FRAME_SECONDS, CostModel, Cut, CutKind, PhrasePlan, Playhead
-from voicecli.tts.prior_store import PriorStore
 from voicecli.tts.steps import AudioPart, Step, TextStaged
 from voicecli.tts.voices import INSTALLED_LANGS, LANGUAGES, VoiceSpec
 
@@ -127,7 +134,7 @@ class _Layout:
         return self.zeros + self.stop - self.keep
 
 
-class Speaker:
+class KokoroSpeaker:
     """Speaks texts one after another to one listener, whose playhead it keeps: a turn
     of ``voicecli chat``, or a connection to ``voicecli serve``."""
 
@@ -195,11 +202,13 @@ class Speaker:
         for chunk in chunks:
             if cancel is not None and cancel.cancelled:
                 return
-            utt = synth.engine.prepare(chunk.phonemes, pack, speed, synth.precision)
+            utt = synth.stages.prepare(chunk.phonemes, pack, speed, synth.precision)
             layout = self._layout(utt)
             rest -= len(chunk.phonemes)
-            samples = layout.frames * FRAME_SAMPLES
-            shift = done + (layout.zeros - layout.keep) * FRAME_SAMPLES  # where frame 0 lies
+            samples = layout.frames * GENERATOR_FRAME_SAMPLES
+            shift = (
+                done + (layout.zeros - layout.keep) * GENERATOR_FRAME_SAMPLES
+            )  # where frame 0 lies
             yield TextStaged(
                 _timed(utt, chunk.words, shift, done, done + samples),
                 done + samples + round(rest * samples / len(chunk.phonemes)),
@@ -211,7 +220,7 @@ class Speaker:
 
     def _decode(
         self,
-        utt: Utterance,
+        utt: PreparedText,
         layout: _Layout,
         prior: VoicePrior | None,
         cancel: CancelToken | None,
@@ -241,7 +250,7 @@ class Speaker:
                 # timbre (docs/streaming.md); one pass over all of it is Kokoro's render.
                 if cut.kind is not CutKind.END:
                     stats = PooledStatistics(prior)
-                parts = PartDecoder(synth.engine, utt, stats, start, synth.precision)
+                parts = PartDecoder(synth.stages, utt, stats, start, synth.precision)
             predicted = self.plan.cost.predict(cut.end - start, 2 * CONTEXT)
             began = time.perf_counter()
             audio = parts.next(cut.end)
@@ -249,15 +258,19 @@ class Speaker:
             log.debug(
                 "decoded frames %d-%d of %d (%.2f s, to a %s) in %.2f s (predicted %.2f); "
                 "%.2f s was queued",
-                start, cut.end, utt.frames, (cut.end - start) * FRAME_SECONDS, cut.kind.value,
-                took, predicted, ahead,
+                start, cut.end, utt.frames, (cut.end - start) * GENERATOR_FRAME_SECONDS,
+                cut.kind.value, took, predicted, ahead,
             )  # fmt: skip
             self.plan.cost.observe(cut.end - start, 2 * CONTEXT, took)
             lo, hi = max(start, layout.keep), min(cut.end, layout.stop)
             if hi > lo:
-                self.playhead.emit((hi - lo) * FRAME_SECONDS)
+                self.playhead.emit((hi - lo) * GENERATOR_FRAME_SECONDS)
                 yield AudioPart(
-                    audio[(lo - start) * FRAME_SAMPLES : (hi - start) * FRAME_SAMPLES], cut
+                    audio[
+                        (lo - start) * GENERATOR_FRAME_SAMPLES : (hi - start)
+                        * GENERATOR_FRAME_SAMPLES
+                    ],
+                    cut,
                 )
             stats.hold = cut.kind is CutKind.WINDOW  # the next part continues this one
             start = cut.end
@@ -266,7 +279,7 @@ class Speaker:
                     yield self._silence(layout.stop - start)  # not worth a pass of its own
                 return
 
-    def _layout(self, utt: Utterance) -> _Layout:
+    def _layout(self, utt: PreparedText) -> _Layout:
         """How ``utt`` is spoken (see ``_Layout``).
 
         Sentence mode decodes and gives out every frame: the exact reference. Phrases
@@ -296,7 +309,7 @@ class Speaker:
             ahead = self.ahead()
             cut = self.plan.next_cut(start, frames, pauses, ahead=ahead, speech_end=speech_end)
             wait = self.plan.pause_for(cut.end - start, ahead)
-            lead = min(self._slack + onset, math.ceil(wait / FRAME_SECONDS))
+            lead = min(self._slack + onset, math.ceil(wait / GENERATOR_FRAME_SECONDS))
             log.debug(
                 "pause after a clause: %d more frames; %.2f s was queued, next part %d frames",
                 lead, ahead, cut.end - start,
@@ -312,12 +325,12 @@ class Speaker:
         return _Layout(keep - (onset - lead), start, keep, speech_end, stop, pauses)
 
     def _silence(self, frames: int) -> AudioPart:
-        self.playhead.emit(frames * FRAME_SECONDS)
-        return AudioPart(np.zeros(frames * FRAME_SAMPLES, np.float32))
+        self.playhead.emit(frames * GENERATOR_FRAME_SECONDS)
+        return AudioPart(np.zeros(frames * GENERATOR_FRAME_SAMPLES, np.float32))
 
 
 def _timed(
-    utt: Utterance, words: tuple[tuple[str, int, int], ...], shift: int, lo: int, hi: int
+    utt: PreparedText, words: tuple[tuple[str, int, int], ...], shift: int, lo: int, hi: int
 ) -> tuple[Word, ...]:
     """``words`` timed from ``utt``'s durations: the first generator frame of a word's
     first phoneme to the first after its last, plus ``shift`` samples (where the
@@ -334,7 +347,8 @@ def _timed(
         if after <= first or after >= len(frame):
             continue  # no phoneme the model saw
         start, end = (
-            min(hi, max(lo, shift + int(frame[k]) * FRAME_SAMPLES)) for k in (first, after)
+            min(hi, max(lo, shift + int(frame[k]) * GENERATOR_FRAME_SAMPLES))
+            for k in (first, after)
         )
         timed.append(Word(text, start, end))
     return tuple(timed)
@@ -431,14 +445,14 @@ class KokoroSynthesizer:
         self.files = ModelFiles.resolve(model_dir)
         self.packs = VoicePacks(self.files)
         self.voice = self.packs.get(self.spec)
-        self.engine = engine_for(load_kmodel(self.files))
+        self.stages = staged_kokoro(load_kmodel(self.files))
         self.g2p = load_g2p(self.lang)
         # misaki gives word tokens for English only: other languages' heard text and
         # captions are estimated from characters.
         self.capabilities = SynthCapabilities(
             streams_within_sentence=True, word_timings=self.lang in ENGLISH
         )
-        # Shared by every Speaker: the machine's speed is the same for all listeners.
+        # Shared by every KokoroSpeaker: the machine's speed is the same for all listeners.
         self.cost = CostModel()
         # By voice spec, once learnt or looked for on disk (None: not there), so that a
         # sentence's synthesis does not look for it again.
@@ -470,8 +484,8 @@ class KokoroSynthesizer:
             chunk for phonemes, words in results for chunk in PhonemeChunk.split(phonemes, words)
         ]
 
-    def speaker(self) -> Speaker:
-        return Speaker(self)
+    def speaker(self) -> KokoroSpeaker:
+        return KokoroSpeaker(self)
 
     def set_voice(self, voice: str) -> None:
         spec = VoiceSpec.parse(voice)
@@ -493,7 +507,7 @@ class KokoroSynthesizer:
         # it learns this machine's speed, which decides whether a first turn starts with
         # a window. Then the voice's prior, which its first parts are normalised from.
         for cost in (CostModel(), self.cost):
-            for _ in Speaker(self, PhrasePlan(cost=cost)).speak("Hello there."):
+            for _ in KokoroSpeaker(self, PhrasePlan(cost=cost)).speak("Hello there."):
                 yield
         yield from self._learning(self.spec)
 
@@ -529,9 +543,9 @@ class KokoroSynthesizer:
         corpus = CorpusStatistics()
         for text in PRIOR_CORPUS:
             for chunk in self.phonemes(text):
-                utt = self.engine.prepare(chunk.phonemes, pack, 1.0, self.precision)
+                utt = self.stages.prepare(chunk.phonemes, pack, 1.0, self.precision)
                 yield
-                audio = self.engine.decode(utt, 0, utt.frames, corpus, precision=self.precision)
+                audio = self.stages.decode(utt, 0, utt.frames, corpus, precision=self.precision)
                 corpus.samples += len(audio)
                 yield
         prior = corpus.prior(PRIOR_SECONDS)

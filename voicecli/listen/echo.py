@@ -32,11 +32,11 @@ import numpy as np
 
 from voicecli.audio.resample import Resampler
 from voicecli.errors import VoiceCliError
-from voicecli.frames import HEARING_RATE as RATE
+from voicecli.frames import HEARING_RATE
 
 log = logging.getLogger(__name__)
 
-FRAME = RATE // 100  # AEC3 works on 10 ms
+AEC_FRAME = HEARING_RATE // 100  # AEC3 works on 10 ms frames
 # Both streams are timed by counting their samples from a first timestamp: the times a
 # callback gives are late by however long the scheduler kept it waiting (tens of ms on a
 # busy machine, and a restarted output stream reports 0 to 40 ms less delay for its
@@ -82,7 +82,9 @@ class EchoCanceller:
         self._rtc = rtc
         self._apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
         self._resample = (
-            None if far_rate == RATE else Resampler(far_rate, RATE, "Echo cancellation")
+            None
+            if far_rate == HEARING_RATE
+            else Resampler(far_rate, HEARING_RATE, "Echo cancellation")
         )
         # Filled on the audio thread, drained on the microphone's.
         self._played: deque[tuple[np.ndarray, float]] = deque(maxlen=KEEP_PLAYED)
@@ -95,8 +97,8 @@ class EchoCanceller:
         self._near_offsets: deque[float] = deque(maxlen=SETTLE)
         # Near frames come out 10 ms late, so that every call returns as many as it got
         # (cleaned, and as they were).
-        self._out = np.zeros(FRAME, np.float32)
-        self._raw = np.zeros(FRAME, np.float32)
+        self._out = np.zeros(AEC_FRAME, np.float32)
+        self._raw = np.zeros(AEC_FRAME, np.float32)
         self.converged = False  # AEC3 has adapted to the room (stays so)
         self.converged_at: float | None = None  # the near time it did
         self.settled = True  # what the last call returned carries no echo to fear
@@ -127,8 +129,8 @@ class EchoCanceller:
             self._near = np.concatenate([self._near, samples])
             cleaned, raw = [self._out], [self._raw]
             near_energy, loudest_far, frames = 0.0, 0.0, 0
-            while len(self._near) >= FRAME:
-                chunk, self._near = self._near[:FRAME], self._near[FRAME:]
+            while len(self._near) >= AEC_FRAME:
+                chunk, self._near = self._near[:AEC_FRAME], self._near[AEC_FRAME:]
                 far = self._far_frame(self._near_at)
                 self._apm.process_reverse_stream(self._frame(far))
                 near = self._frame(chunk)
@@ -140,7 +142,7 @@ class EchoCanceller:
                 frames += 1
                 cleaned.append(out)
                 raw.append(chunk)
-                self._near_at += FRAME / RATE
+                self._near_at += AEC_FRAME / HEARING_RATE
             self.settled = self.converged or self._near_at - self._loud_until > TAIL
             over = self._over_echo(near_energy / frames, loudest_far) if frames else None
             if frames:
@@ -168,7 +170,7 @@ class EchoCanceller:
         self._far_energy.append(far_energy)
         if _db(far_energy) <= PLAYING:
             return
-        self._loud_until = self._near_at + FRAME / RATE
+        self._loud_until = self._near_at + AEC_FRAME / HEARING_RATE
         near_energy = float(np.mean(np.square(near, dtype=np.float64)))
         taken_out = _db(near_energy) - _db(float(np.mean(np.square(out, dtype=np.float64))))
         returned = _db(near_energy) - _db(max(self._far_energy))
@@ -191,7 +193,7 @@ class EchoCanceller:
         if window[2] < WINDOW * 100:
             return
         erle = _db(window[0]) - _db(window[1])
-        left = _db(window[1] / (window[2] * FRAME))
+        left = _db(window[1] / (window[2] * AEC_FRAME))
         good = erle >= SETTLED_ERLE or left < INAUDIBLE
         self._good_windows = self._good_windows + 1 if good else 0
         self.converged = self._good_windows >= 2
@@ -202,51 +204,51 @@ class EchoCanceller:
         self._window = [0.0, 0.0, 0]
 
     def _near_end(self) -> float:
-        return self._near_at + len(self._near) / RATE
+        return self._near_at + len(self._near) / HEARING_RATE
 
     def _take_played(self) -> None:
         while self._played:
             block, at = self._played.popleft()
             if self._resample is not None:
                 block = self._resample(block)
-            end = None if self._far_at is None else self._far_at + len(self._far) / RATE
+            end = None if self._far_at is None else self._far_at + len(self._far) / HEARING_RATE
             if end is None or abs(at - end) > MAX_GAP:  # the first, or a new timeline
                 self._far, self._far_at = block, at
                 self._far_offsets.clear()
                 continue
             shift = _drift(self._far_offsets, at - end)
             if shift > 0:  # a gap: silence played meanwhile
-                gap = np.zeros(round(shift * RATE), np.float32)
+                gap = np.zeros(round(shift * HEARING_RATE), np.float32)
                 self._far = np.concatenate([self._far, gap])
             elif shift < 0:  # restarted: what was queued never played
-                self._far = self._far[: max(0, len(self._far) + round(shift * RATE))]
+                self._far = self._far[: max(0, len(self._far) + round(shift * HEARING_RATE))]
             self._far = np.concatenate([self._far, block])
 
     def _far_frame(self, at: float) -> np.ndarray:
         """What the speakers played over the 10 ms from ``at``."""
-        frame = np.zeros(FRAME, np.float32)
+        frame = np.zeros(AEC_FRAME, np.float32)
         if self._far_at is None:
             return frame
-        late = round((at - self._far_at) * RATE)
+        late = round((at - self._far_at) * HEARING_RATE)
         if late > len(self._far):  # all played before this frame: too old to matter now
-            self._far_at += len(self._far) / RATE
+            self._far_at += len(self._far) / HEARING_RATE
             self._far = self._far[:0]
             return frame
         if late > 0:
             self._far = self._far[late:]
-            self._far_at += late / RATE
-        lead = round((self._far_at - at) * RATE)
-        if lead < FRAME and len(self._far):
+            self._far_at += late / HEARING_RATE
+        lead = round((self._far_at - at) * HEARING_RATE)
+        if lead < AEC_FRAME and len(self._far):
             lead = max(0, lead)
-            n = min(FRAME - lead, len(self._far))
+            n = min(AEC_FRAME - lead, len(self._far))
             frame[lead : lead + n] = self._far[:n]
             self._far = self._far[n:]
-            self._far_at += n / RATE
+            self._far_at += n / HEARING_RATE
         return frame
 
     def _frame(self, samples: np.ndarray):  # noqa: ANN202 - rtc.AudioFrame
         pcm = np.clip(samples * 32768, -32768, 32767).astype(np.int16)
-        return self._rtc.AudioFrame(pcm.tobytes(), RATE, 1, FRAME)
+        return self._rtc.AudioFrame(pcm.tobytes(), HEARING_RATE, 1, AEC_FRAME)
 
 
 def _drift(offsets: deque[float], offset: float) -> float:

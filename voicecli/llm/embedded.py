@@ -1,5 +1,5 @@
 """The embedded default LLM: llama.cpp's OpenAI-compatible server on a private Unix
-socket (``voicecli.llm_process``).
+socket (``voicecli.llm.embedded_process``).
 
 ``voicecli chat`` with no base URL or API key configured runs this server as a
 child process (of itself, or of the resident engine, which shares it between
@@ -199,7 +199,7 @@ class LocalLLMServer:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"  # so the log tail in errors is current
         self._child = ChildProcess(
-            [sys.executable, "-m", "voicecli.llm_process", str(config_path)],
+            [sys.executable, "-m", "voicecli.llm.embedded_process", str(config_path)],
             self.log_path,
             env=env,
             grace=self.stop_grace,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from voicecli.tts.kokoro_engine import GENERATOR_NORMS, VoicePrior
+from voicecli.tts.kokoro.stages import GENERATOR_NORMS, VoicePrior
 
 log = logging.getLogger(__name__)
 

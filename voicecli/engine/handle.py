@@ -135,7 +135,7 @@ class EngineInfo:
     details: dict[str, Any] | None = None
 
 
-class Engine:
+class EngineHandle:
     """This user's engine: find it, start it, check it speaks for these settings, stop it."""
 
     def __init__(self, settings: Settings) -> None:
@@ -352,7 +352,7 @@ class EngineSynthesizer:
         local: Callable[[], Synthesizer],
         notify: Notify | None = None,
     ) -> None:
-        self.engine = Engine(settings)
+        self.engine = EngineHandle(settings)
         self.settings = settings
         self._local_factory = local
         self._notify = notify

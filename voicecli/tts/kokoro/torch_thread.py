@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from voicecli.tts.cpu_share import CpuShare
+from voicecli.tts.kokoro.cpu_share import CpuShare
 
 P = ParamSpec("P")
 T = TypeVar("T")

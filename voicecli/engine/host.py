@@ -1,6 +1,6 @@
 """``voicecli engine run``: the server, with its protocol, scheduler and limits, on this
 user's private Unix socket, keeping Kokoro and the embedded LLM loaded for every
-terminal's ``say`` and ``chat`` (clients: ``voicecli.tts.resident``).
+terminal's ``say`` and ``chat`` (clients: ``voicecli.engine.handle``).
 
 Beyond the server's routes it answers ``GET /engine`` (who it is, whether its model is
 ready, how many clients it has) and ``POST /engine/llm`` (start the embedded LLM once,
@@ -23,12 +23,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from voicecli.config import Settings
+from voicecli.engine.handle import INFO_PATH, LLM_PATH, SOCKET_NAME, identity, runtime_dir
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
-from voicecli.server.engine import Engine
 from voicecli.server.requests import Limits
 from voicecli.server.run import kokoro_factory, make_server
-from voicecli.tts.resident import INFO_PATH, LLM_PATH, SOCKET_NAME, identity, runtime_dir
+from voicecli.server.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class Resident:
         self.settings = settings
         self.identity = identity(settings)
         self.factory = kokoro_factory(settings)
-        self.engine = Engine(self.factory, Limits())
+        self.scheduler = Scheduler(self.factory, Limits())
         self.started = time.monotonic()
         self.last_active = time.monotonic()
         self.llm = None
@@ -81,9 +81,9 @@ class Resident:
 
     async def info(self, request: Request) -> Response:
         self.last_active = time.monotonic()
-        if self.engine.ready.is_set():
+        if self.scheduler.ready.is_set():
             state = "ready"
-        elif self.engine.load_error is not None:
+        elif self.scheduler.load_error is not None:
             state = "failed"
         else:
             state = "loading"
@@ -91,9 +91,9 @@ class Resident:
             {
                 "pid": os.getpid(),
                 "state": state,
-                "error": self.engine.load_error,
+                "error": self.scheduler.load_error,
                 "identity": self.identity,
-                "clients": self.engine.clients,
+                "clients": self.scheduler.clients,
                 "uptime": round(time.monotonic() - self.started, 1),
                 "idle_exit": self.settings.engine_idle,
                 "llm": self.llm is not None and self.llm.running(),
@@ -104,11 +104,11 @@ class Resident:
 
     def _voices(self) -> list[str]:
         """The model's voice set, for clients to check a voice name before a turn."""
-        model = self.engine.model
+        model = self.scheduler.model
         return model.files.available_voices() if model is not None else []
 
     async def llm_endpoint(self, request: Request) -> Response:
-        from voicecli.llm_local import LocalLLMServer
+        from voicecli.llm.embedded import LocalLLMServer
 
         self.last_active = time.monotonic()
         async with self._llm_lock:
@@ -142,12 +142,12 @@ class Resident:
         while True:
             await asyncio.sleep(0.5)
             now = time.monotonic()
-            if self.engine.load_error is not None:
+            if self.scheduler.load_error is not None:
                 failed_at = failed_at or now
                 if now - failed_at > FAILED_LINGER:
                     break
                 continue
-            if self.engine.clients or not self.engine.ready.is_set():
+            if self.scheduler.clients or not self.scheduler.ready.is_set():
                 self.last_active = now  # loading is not idling
             elif now - self.last_active > self.settings.engine_idle:
                 log.info("idle for %g s: exiting", self.settings.engine_idle)
@@ -176,7 +176,7 @@ def run_engine(settings: Settings) -> None:
     resident = Resident(settings)
     app = create_app(
         resident.factory,
-        engine=resident.engine,
+        scheduler=resident.scheduler,
         routes=[
             Route(INFO_PATH, resident.info, methods=["GET"]),
             Route(LLM_PATH, resident.llm_endpoint, methods=["POST"]),
@@ -186,7 +186,7 @@ def run_engine(settings: Settings) -> None:
     sock = bind_unix(path)
     inode = path.stat().st_ino
     level = "debug" if settings.verbose else "warning"
-    server = make_server(resident.factory, resident.engine.limits, level, app=app)
+    server = make_server(resident.factory, resident.scheduler.limits, level, app=app)
     resident.server = server
     log.info("voicecli engine %d listening on %s", os.getpid(), path)
     try:

@@ -28,7 +28,9 @@ from enum import Enum
 
 from voicecli.frames import SAMPLE_RATE
 
-FRAME_SECONDS = 300 / SAMPLE_RATE  # one generator frame, 12.5 ms
+# Kokoro's generator frame: half an alignment frame of the duration predictor.
+GENERATOR_FRAME_SAMPLES = 300
+GENERATOR_FRAME_SECONDS = GENERATOR_FRAME_SAMPLES / SAMPLE_RATE
 # Shortest phrase worth a cut (24 generator frames, 0.3 s, "Sure,"): parts from 0.3 to
 # 0.75 s measured alike against whole sentences (docs/streaming.md).
 MIN_PART_FRAMES = 24
@@ -56,10 +58,10 @@ class CostModel:
     _measured: bool = field(default=False, repr=False)
 
     def predict(self, frames: int, context: int = 0) -> float:
-        return self.per_call + self.rtf * (frames + context) * FRAME_SECONDS
+        return self.per_call + self.rtf * (frames + context) * GENERATOR_FRAME_SECONDS
 
     def observe(self, frames: int, context: int, seconds: float) -> None:
-        audio = (frames + context) * FRAME_SECONDS
+        audio = (frames + context) * GENERATOR_FRAME_SECONDS
         if audio <= 0:
             return
         rtf = max(0.01, (seconds - self.per_call) / audio)
@@ -230,14 +232,14 @@ class PhrasePlan:
         fall: a machine too slow for that gets its stalls in pauses instead."""
         window = end - start
         queued = max(0.0, ahead - self.cost.predict(window, self.context))
-        queued += window * FRAME_SECONDS
+        queued += window * GENERATOR_FRAME_SECONDS
         position = end
         target = next((p for p in pauses if p - end >= self.min_part), frames)
         while position < target:
             n = self._longest(SAFETY * queued, target - position)
             if n < min(self.min_part, target - position):
                 return False
-            queued += n * FRAME_SECONDS - self.cost.predict(n, self.context)
+            queued += n * GENERATOR_FRAME_SECONDS - self.cost.predict(n, self.context)
             position += n
         return True
 
@@ -261,6 +263,8 @@ class PhrasePlan:
             return wait
         following = next((p for p in pauses if p - end >= self.min_part), frames)
         queued = (
-            ahead + (end - start) * FRAME_SECONDS - self.cost.predict(end - start, self.context)
+            ahead
+            + (end - start) * GENERATOR_FRAME_SECONDS
+            - self.cost.predict(end - start, self.context)
         )
         return wait + max(0.0, self.cost.predict(following - end, self.context) - max(0.0, queued))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from voicecli.errors import VoiceCliError
-from voicecli.tts import torch_thread
+from voicecli.tts.kokoro import torch_thread
 from voicecli.tts.voices import HUB_VOICES, VOICE_NAME, VoiceSpec, check_voice_name
 
 REPO_ID = "hexgrad/Kokoro-82M"

@@ -47,9 +47,9 @@ def _with_engine_options(f: Any) -> Any:
 @user_errors
 def start(config_path: Path | None, **flags: Any) -> None:
     """Start the engine now (say and chat start it on first use anyway)."""
-    from voicecli.tts.resident import Engine
+    from voicecli.engine.handle import EngineHandle
 
-    handle = Engine(settings_from(config_path, **flags))
+    handle = EngineHandle(settings_from(config_path, **flags))
     with display.err.status("Starting the voicecli engine…", spinner="dots"):
         info = handle.ensure()
     _print_status(info.details or {}, handle.socket)
@@ -60,9 +60,9 @@ def start(config_path: Path | None, **flags: Any) -> None:
 @user_errors
 def status(config_path: Path | None) -> None:
     """Say whether the engine runs, with what, for how many clients."""
-    from voicecli.tts.resident import Engine
+    from voicecli.engine.handle import EngineHandle
 
-    handle = Engine(settings_from(config_path))
+    handle = EngineHandle(settings_from(config_path))
     info = handle.probe()
     if info is None:
         display.out.print(f"No voicecli engine is running ({handle.socket}).", markup=False)
@@ -75,9 +75,9 @@ def status(config_path: Path | None) -> None:
 @user_errors
 def stop(config_path: Path | None) -> None:
     """Stop the engine (its clients finish their turns in-process)."""
-    from voicecli.tts.resident import Engine
+    from voicecli.engine.handle import EngineHandle
 
-    info = Engine(settings_from(config_path)).stop()
+    info = EngineHandle(settings_from(config_path)).stop()
     if info is None:
         display.out.print("No voicecli engine was running.", markup=False)
     else:
@@ -89,7 +89,7 @@ def stop(config_path: Path | None) -> None:
 @user_errors
 def run(config_path: Path | None, **flags: Any) -> None:
     """Be the engine, in the foreground (what `start` runs in the background)."""
-    from voicecli.server.resident import run_engine
+    from voicecli.engine.host import run_engine
 
     run_engine(settings_from(config_path, **flags))
 

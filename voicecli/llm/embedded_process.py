@@ -1,7 +1,7 @@
 """The embedded LLM's own process: llama.cpp's native server (``xllamacpp``, a prebuilt
 wheel, so nothing is compiled at install) speaking the OpenAI protocol on a Unix socket.
 
-``LocalLLMServer`` starts this as ``python -m voicecli.llm_process CONFIG.json`` and
+``LocalLLMServer`` starts this as ``python -m voicecli.llm.embedded_process CONFIG.json`` and
 talks to it through the ``openai`` client, the same streaming path as any remote
 server. A Unix socket in a private directory, plus a per-run API key, means no TCP port
 and no other local user can reach it.
@@ -45,7 +45,7 @@ def serve(config: dict) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m voicecli.llm_process CONFIG.json", file=sys.stderr)
+        print("usage: python -m voicecli.llm.embedded_process CONFIG.json", file=sys.stderr)
         return 2
     with open(argv[0], encoding="utf-8") as f:
         serve(json.load(f))

@@ -27,7 +27,7 @@ normalise over the time axis of whatever they are given. ``decode`` lets them us
 whole pass, so it only serves to measure), the part's own, or the part's own pooled with
 the parts already decoded (``PooledStatistics``, what the synthesizer uses). Measured on the real
 weights, parts normalised over themselves are broken unless they are whole phrases
-bounded by silence, which is why ``Utterance.pauses`` exists: see docs/streaming.md.
+bounded by silence, which is why ``PreparedText.pauses`` exists: see docs/streaming.md.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ import torch.nn.functional as F
 
 from voicecli.errors import VoiceCliError
 from voicecli.frames import SAMPLE_RATE
-from voicecli.tts import torch_thread
+from voicecli.tts.kokoro import torch_thread
+from voicecli.tts.kokoro.phrases import GENERATOR_FRAME_SAMPLES
 
 KOKORO_VERSION = "0.9.4"  # the kokoro whose module layout this code follows
-FRAME_SAMPLES = 300  # samples per generator input frame: 12.5 ms (an alignment frame is two)
 SOURCE_COLUMNS = 60  # harmonic-source STFT columns per generator frame (hop 5)
 # Generator frames of context on each side of a part. With the whole utterance's
 # statistics, windows decode to 82-92 dB SNR of the whole render with 8, 114-168 dB with
@@ -91,7 +91,7 @@ def resolve_precision(precision: str) -> str:
 
 
 @dataclass
-class Utterance:
+class PreparedText:
     """One phoneme chunk after the text stages: everything the generator needs."""
 
     phonemes: str
@@ -108,7 +108,7 @@ class Utterance:
 
     @property
     def samples(self) -> int:
-        return self.frames * FRAME_SAMPLES
+        return self.frames * GENERATOR_FRAME_SAMPLES
 
     def pauses(self) -> list[int]:
         """Generator frames where the utterance can be cut between words, in order: near
@@ -282,7 +282,7 @@ class _PassState:
     """The decode in progress, which the model's replaced layers consult: their
     callers are kokoro's modules, whose calls carry no more than the signal. One per
     model, kept by its replaced layers, so that every engine on that model (one per
-    process, through ``engine_for``; more in tests) sets the same state."""
+    process, through ``staged_kokoro``; more in tests) sets the same state."""
 
     stats: Statistics | None = None  # None: stock norms
     core: tuple[float, float] = (0.0, 1.0)  # where the part lies in the frames given
@@ -393,7 +393,7 @@ def check_model(kmodel: Any) -> None:
         )
 
 
-class KokoroEngine:
+class StagedKokoro:
     """One KModel in stages. ``prepare`` and ``decode`` run on torch's thread
     (``torch_thread``), one at a time: on a CPU two forward passes at once only slow each
     other down, and the norms' ``Statistics`` belong to one decode. Callers interleave
@@ -435,13 +435,13 @@ class KokoroEngine:
 
     def prepare(
         self, phonemes: str, pack: Any, speed: float, precision: str = "float32"
-    ) -> Utterance:
+    ) -> PreparedText:
         """The text stages and the decoder's front for ``phonemes`` (at most 510).
         ``precision`` is the front's convolutions' (resolved: float32 or bfloat16); the
         text stages are float32 always, as their durations are rounded to frames."""
         return torch_thread.run(self._prepare, phonemes, pack, speed, precision)
 
-    def _prepare(self, phonemes: str, pack: Any, speed: float, precision: str) -> Utterance:
+    def _prepare(self, phonemes: str, pack: Any, speed: float, precision: str) -> PreparedText:
         m = self.model
         ids = [self.vocab[p] for p in phonemes if p in self.vocab]
         with torch.no_grad():
@@ -467,7 +467,7 @@ class KokoroEngine:
             with self._convolutions(precision):
                 front = self._front(asr, f0, energy, style)
             source = self._source(f0)
-        return Utterance(
+        return PreparedText(
             phonemes,
             front,
             source,
@@ -510,7 +510,7 @@ class KokoroEngine:
 
     def decode(
         self,
-        utt: Utterance,
+        utt: PreparedText,
         start: int,
         end: int,
         stats: Statistics | None = None,
@@ -525,7 +525,7 @@ class KokoroEngine:
 
     def _decode(
         self,
-        utt: Utterance,
+        utt: PreparedText,
         start: int,
         end: int,
         stats: Statistics | None,
@@ -544,8 +544,8 @@ class KokoroEngine:
                 audio = self._generate(x, utt.style, source).reshape(-1)
         finally:
             state.stats = None
-        a = (start - lo) * FRAME_SAMPLES
-        b = a + (end - start) * FRAME_SAMPLES + (extra if end < utt.frames else 0)
+        a = (start - lo) * GENERATOR_FRAME_SAMPLES
+        b = a + (end - start) * GENERATOR_FRAME_SAMPLES + (extra if end < utt.frames else 0)
         return audio[a:b].numpy().astype(np.float32, copy=True)
 
     def _generate(self, x: Any, style: Any, source: Any) -> Any:
@@ -572,13 +572,13 @@ class PartDecoder:
 
     def __init__(
         self,
-        engine: KokoroEngine,
-        utt: Utterance,
+        engine: StagedKokoro,
+        utt: PreparedText,
         stats: Statistics,
         start: int = 0,
         precision: str = "float32",
     ) -> None:
-        self.engine = engine
+        self.stages = engine
         self.utt = utt
         self.stats = stats
         self.position = start
@@ -587,10 +587,10 @@ class PartDecoder:
 
     def next(self, end: int) -> np.ndarray:
         """The samples from the current position to generator frame ``end``."""
-        audio = self.engine.decode(
+        audio = self.stages.decode(
             self.utt, self.position, end, self.stats, SEAM_SAMPLES, self.precision
         )
-        core = (end - self.position) * FRAME_SAMPLES
+        core = (end - self.position) * GENERATOR_FRAME_SAMPLES
         part, tail = audio[:core], audio[core:]
         if self._tail is not None:
             n = min(len(self._tail), len(part))
@@ -602,6 +602,6 @@ class PartDecoder:
 
 
 @functools.lru_cache(maxsize=2)
-def engine_for(kmodel: Any) -> KokoroEngine:
+def staged_kokoro(kmodel: Any) -> StagedKokoro:
     """One engine per loaded model: the engine changes the model's norm layers."""
-    return torch_thread.run(KokoroEngine, kmodel)
+    return torch_thread.run(StagedKokoro, kmodel)

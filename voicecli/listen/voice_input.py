@@ -25,12 +25,12 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from voicecli.audio.echo import EchoCanceller
-from voicecli.audio.mic import SILENT_DB, Microphone, level_db
 from voicecli.errors import VoiceCliError
+from voicecli.frames import HEARING_FRAME_SECONDS
 from voicecli.listen.asr import Transcriber, Transcript
+from voicecli.listen.echo import EchoCanceller
+from voicecli.listen.mic import SILENT_DB, Microphone, level_db
 from voicecli.listen.turns import (
-    FRAME_SECONDS,
     Event,
     Pausing,
     Resumed,
@@ -38,7 +38,7 @@ from voicecli.listen.turns import (
     SpeechOnset,
     SpeechStarted,
     TurnDetector,
-    Utterance,
+    UserSpeech,
 )
 from voicecli.listen.vad import VoiceActivity
 
@@ -143,7 +143,7 @@ class VoiceInput:
         self._dropped = 0  # microphone frames lost, as last logged
         # (utterance, when its speech ended, when its turn did, final): a Pausing's turn
         # is transcribed while the hangover runs, and reused if the turn ends as it was.
-        self._utterances: queue.Queue[tuple[Utterance, float, float, bool] | None] = queue.Queue(8)
+        self._utterances: queue.Queue[tuple[UserSpeech, float, float, bool] | None] = queue.Queue(8)
         self._early: tuple[tuple[float, float], Transcript] | None = None
         self._stop = threading.Event()
         self._threads = [
@@ -270,7 +270,7 @@ class VoiceInput:
                 self._forget_pause(spoke_on=False)  # the Heard that follows says what it was
                 self.hearing = self.turns.in_turn
                 # The speech ended this long before the frame that ended the turn.
-                ended = at + FRAME_SECONDS - (self.turns.seconds - event.end)
+                ended = at + HEARING_FRAME_SECONDS - (self.turns.seconds - event.end)
                 self._hand_on(event, ended)
 
     def _forget_pause(self, *, spoke_on: bool) -> None:
@@ -293,7 +293,7 @@ class VoiceInput:
         with self._count:
             self.transcribing += change
 
-    def _hand_on(self, utterance: Utterance, ended: float) -> None:
+    def _hand_on(self, utterance: UserSpeech, ended: float) -> None:
         self._counted(1)
         try:
             self._utterances.put_nowait((utterance, ended, time.monotonic(), True))
@@ -347,7 +347,7 @@ class VoiceInput:
                 log.info("no words in %.1f s of sound", utterance.seconds)
 
 
-def _speech(utterance: Utterance) -> tuple[float, float]:
+def _speech(utterance: UserSpeech) -> tuple[float, float]:
     """Which speech an utterance holds: a pause's and the turn's are the same speech if
     nothing was said after the pause (the turn's has more silence after it)."""
     return utterance.start, utterance.end

@@ -19,8 +19,7 @@ import numpy as np
 from voicecli.audio.devices import NO_INPUT_HINT, resolve_device, sounddevice_module
 from voicecli.audio.resample import Resampler
 from voicecli.errors import VoiceCliError
-from voicecli.frames import HEARING_FRAME as FRAME
-from voicecli.frames import HEARING_RATE as SAMPLE_RATE
+from voicecli.frames import HEARING_FRAME, HEARING_RATE
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +30,7 @@ SILENT_DB = -100.0
 
 @dataclass(frozen=True)
 class MicFrame:
-    samples: np.ndarray  # FRAME samples, 16 kHz mono float32
+    samples: np.ndarray  # HEARING_FRAME samples, 16 kHz mono float32
     at: float  # time.monotonic() when its first sample was captured
     level_db: float  # RMS in dBFS
 
@@ -56,9 +55,9 @@ class Microphone:
             self.name = str(sounddevice_module().query_devices(self.device)["name"])
             self._resampler = (
                 None
-                if self.capture_rate == SAMPLE_RATE
+                if self.capture_rate == HEARING_RATE
                 else Resampler(
-                    self.capture_rate, SAMPLE_RATE, f"The microphone at {self.capture_rate} Hz"
+                    self.capture_rate, HEARING_RATE, f"The microphone at {self.capture_rate} Hz"
                 )
             )
         except BaseException:
@@ -67,13 +66,13 @@ class Microphone:
 
     def _open(self, capture_rate: int | None):  # noqa: ANN202
         sd = sounddevice_module()
-        rates = [capture_rate] if capture_rate else [SAMPLE_RATE]
+        rates = [capture_rate] if capture_rate else [HEARING_RATE]
         if not capture_rate:
             try:
                 native = int(sd.query_devices(self.device)["default_samplerate"])
             except Exception:  # noqa: BLE001
                 native = 0
-            if native and native != SAMPLE_RATE:
+            if native and native != HEARING_RATE:
                 rates.append(native)
         error: Exception | None = None
         for rate in rates:
@@ -84,7 +83,7 @@ class Microphone:
                 self.capture_rate = rate  # for the callback, from its first call
                 stream = sd.InputStream(
                     samplerate=rate,
-                    blocksize=round(FRAME * rate / SAMPLE_RATE),
+                    blocksize=round(HEARING_FRAME * rate / HEARING_RATE),
                     device=self.device,
                     channels=1,
                     dtype="float32",
@@ -113,7 +112,7 @@ class Microphone:
 
     def read(self, timeout: float = 0.5) -> MicFrame | None:
         """The next frame, or None if none came within ``timeout`` (or once closed)."""
-        while len(self._pending) < FRAME:
+        while len(self._pending) < HEARING_FRAME:
             if self._closed.is_set():
                 return None
             try:
@@ -127,9 +126,9 @@ class Microphone:
             if not len(self._pending):
                 self._at = at
             self._pending = np.concatenate([self._pending, block])
-        samples, self._pending = self._pending[:FRAME], self._pending[FRAME:]
+        samples, self._pending = self._pending[:HEARING_FRAME], self._pending[HEARING_FRAME:]
         at = self._at
-        self._at = at + FRAME / SAMPLE_RATE
+        self._at = at + HEARING_FRAME / HEARING_RATE
         return MicFrame(samples, at, level_db(samples))
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from voicecli.frames import (
 from voicecli.web import messages as m
 
 
-class Link(Protocol):
+class PageLink(Protocol):
     """The tab's connection, as its threads see it: sends never block (they queue)."""
 
     @property
@@ -37,6 +37,10 @@ class Link(Protocol):
     def send_text(self, text: str) -> None: ...
 
     def send_bytes(self, data: bytes) -> None: ...
+
+    def end(self, code: str, message: str) -> None:
+        """Send an error, then close the connection (from any thread)."""
+        ...
 
 
 class PageStalled(VoiceCliError):
@@ -48,7 +52,7 @@ class BrowserSink:
 
     def __init__(
         self,
-        link: Link,
+        link: PageLink,
         sample_rate: int,
         *,
         ahead_seconds: float = 10.0,
@@ -88,8 +92,8 @@ class BrowserSink:
     def write(self, chunk: AudioChunk, cancel: CancelToken) -> None:
         self._ledger.before_write(chunk, self._written)
         samples = chunk.samples
-        for start in range(0, len(samples), m.FRAME_SAMPLES):
-            piece = samples[start : start + m.FRAME_SAMPLES]
+        for start in range(0, len(samples), m.PAGE_FRAME_SAMPLES):
+            piece = samples[start : start + m.PAGE_FRAME_SAMPLES]
             if not self._wait(self._room_for(len(piece)), cancel):
                 return
             with self._cond:

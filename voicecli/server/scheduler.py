@@ -3,7 +3,7 @@ of the server in turn.
 
 * A client (``Listener``) is one WebSocket connection, or one HTTP request. Its speak
   requests (``Job``) run in order. The worker runs one forward pass at a time (a
-  phrase's text stages, or one part of its audio: see ``voicecli.tts.phrases``), each
+  phrase's text stages, or one part of its audio: see ``voicecli.tts.kokoro.phrases``), each
   time for the listener with the least audio queued (on its playhead, or in its outbox
   if more), ties in turn: so the client about to fall silent goes first, and a client
   with a long text, a deep queue or no reading gets ahead only while nobody else needs
@@ -93,7 +93,7 @@ class SpeechModel(Protocol):
 @dataclass(eq=False)
 class Job:
     """One speak request. ``finished`` is touched on the loop only; ``chunks``, ``error``
-    and ``audio`` by the engine's threads."""
+    and ``audio`` by the scheduler's threads."""
 
     request_id: str
     text: str
@@ -154,7 +154,7 @@ class Listener:
     closed: bool = False
 
 
-class Engine:
+class Scheduler:
     def __init__(self, factory: Callable[[], SpeechModel], limits: Limits) -> None:
         self._factory = factory
         self.limits = limits

@@ -121,7 +121,7 @@ def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
 def test_the_socket_path_appears_only_once_it_listens(tmp_path, monkeypatch):
     """A client probing a starting engine must never find its path bound but refusing
     connections: it would take it for a dead engine's and remove it."""
-    from voicecli.engine import host as resident
+    from voicecli.engine import host
 
     path = tmp_path / "engine.sock"
     path.touch()  # a stale one, replaced
@@ -132,8 +132,8 @@ def test_the_socket_path_appears_only_once_it_listens(tmp_path, monkeypatch):
             seen_at_listen.append(path.exists() and stat.S_ISSOCK(path.stat().st_mode))
             super().listen(*args)
 
-    monkeypatch.setattr(resident.socket, "socket", Watched)
-    sock = resident.bind_unix(path)
+    monkeypatch.setattr(host.socket, "socket", Watched)
+    sock = host.bind_unix(path)
     try:
         assert seen_at_listen == [False]
         assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -248,7 +248,7 @@ def test_a_runtime_dir_of_another_user_is_refused_in_one_line(tmp_path, tiny_mod
     os.chown(theirs, 65534, 65534)
     result = voicecli(theirs, "say", *tiny(tiny_model_dir, "-o", str(tmp_path / "a.wav")), "Hi.")
     assert result.returncode == 1
-    assert "not a directory of yours" in result.stderr
+    assert "belongs to another user (uid 65534)" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 

@@ -42,7 +42,7 @@ def make_synthesizer(
             settings.endpoint_url, voice=settings.voice, speed=settings.speed
         )
     if settings.engine:
-        from voicecli.engine.handle import EngineSynthesizer
+        from voicecli.engine.client import EngineSynthesizer
 
         return EngineSynthesizer(settings, lambda: local_synthesizer(settings), notify)
     return local_synthesizer(settings)

@@ -86,12 +86,32 @@ def stop(config_path: Path | None) -> None:
 
 @engine.command(hidden=True)
 @_with_engine_options
+@click.option(
+    "--identity",
+    "identity_record",
+    help="What the engine speaks with, as its clients ask for it (JSON): it overrides "
+    "the model, language and decoder settings.",
+)
+@click.option("--llm-nice", type=click.IntRange(0, 19), help="The embedded LLM's niceness.")
 @user_errors
-def run(config_path: Path | None, **flags: Any) -> None:
+def run(config_path: Path | None, identity_record: str | None, **flags: Any) -> None:
     """Be the engine, in the foreground (what `start` runs in the background)."""
-    from voicecli.engine.host import run_engine
+    import json
 
-    run_engine(settings_from(config_path, **flags))
+    from voicecli.engine.host import run_engine
+    from voicecli.engine.identity import EngineIdentity
+    from voicecli.errors import VoiceCliError
+
+    settings = settings_from(config_path, **flags)
+    if identity_record is not None:
+        try:
+            identity = EngineIdentity.reported(json.loads(identity_record))
+        except ValueError:
+            identity = None
+        if identity is None:
+            raise VoiceCliError("--identity is not an engine identity of this voicecli.")
+        settings = identity.apply(settings)
+    run_engine(settings)
 
 
 def _print_status(details: dict[str, Any], socket: Path) -> None:

@@ -1,6 +1,6 @@
 """``voicecli engine run``: the server, with its protocol, scheduler and limits, on this
 user's private Unix socket, keeping Kokoro and the embedded LLM loaded for every
-terminal's ``say`` and ``chat`` (clients: ``voicecli.engine.handle``).
+terminal's ``say`` and ``chat`` (clients: ``voicecli.engine.handle``, ``.client``).
 
 Beyond the server's routes it answers ``GET /engine`` (who it is, whether its model is
 ready, how many clients it has) and ``POST /engine/llm`` (start the embedded LLM once,
@@ -23,7 +23,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from voicecli.config import Settings
-from voicecli.engine.handle import INFO_PATH, LLM_PATH, SOCKET_NAME, identity, runtime_dir
+from voicecli.engine.handle import INFO_PATH, LLM_PATH
+from voicecli.engine.identity import EngineIdentity
+from voicecli.engine.runtime import SOCKET_NAME, runtime_dir
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
 from voicecli.server.requests import Limits
@@ -63,14 +65,14 @@ def bind_unix(path: Path) -> socket.socket:
     return sock
 
 
-class Resident:
+class EngineHost:
     """The engine's own state beside the server's: its identity, its idle clock and the
     embedded LLM, started on first request from the loop's thread (which outlives it,
     as the LLM's parent-death signal needs)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.identity = identity(settings)
+        self.identity = EngineIdentity.of(settings)
         self.factory = kokoro_factory(settings)
         self.scheduler = Scheduler(self.factory, Limits())
         self.started = time.monotonic()
@@ -92,7 +94,7 @@ class Resident:
                 "pid": os.getpid(),
                 "state": state,
                 "error": self.scheduler.load_error,
-                "identity": self.identity,
+                "identity": self.identity.record(),
                 "clients": self.scheduler.clients,
                 "uptime": round(time.monotonic() - self.started, 1),
                 "idle_exit": self.settings.engine_idle,
@@ -173,26 +175,26 @@ def _rss_mb() -> float | None:
 def run_engine(settings: Settings) -> None:
     """Serve on this user's engine socket until idle, stopped or killed."""
     path = runtime_dir(settings) / SOCKET_NAME
-    resident = Resident(settings)
+    host = EngineHost(settings)
     app = create_app(
-        resident.factory,
-        scheduler=resident.scheduler,
+        host.factory,
+        scheduler=host.scheduler,
         routes=[
-            Route(INFO_PATH, resident.info, methods=["GET"]),
-            Route(LLM_PATH, resident.llm_endpoint, methods=["POST"]),
+            Route(INFO_PATH, host.info, methods=["GET"]),
+            Route(LLM_PATH, host.llm_endpoint, methods=["POST"]),
         ],
-        background=resident.watch,
+        background=host.watch,
     )
     sock = bind_unix(path)
     inode = path.stat().st_ino
     level = "debug" if settings.verbose else "warning"
-    server = make_server(resident.factory, resident.scheduler.limits, level, app=app)
-    resident.server = server
+    server = make_server(host.factory, host.scheduler.limits, level, app=app)
+    host.server = server
     log.info("voicecli engine %d listening on %s", os.getpid(), path)
     try:
         server.run(sockets=[sock])
     finally:
-        resident.stop_llm()
+        host.stop_llm()
         # Only our own socket: a newer engine may already listen at the same path.
         with contextlib.suppress(OSError):
             if path.stat().st_ino == inode:

@@ -1,0 +1,141 @@
+"""Speech through the resident engine (``EngineSynthesizer``): a ``WebSocketSynthesizer``
+on the engine's socket that starts the engine on first use and, if the engine dies
+mid-turn, says so and finishes the turn in this process without losing a sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from voicecli.cancel import CancelToken
+from voicecli.config import Settings
+from voicecli.engine.handle import EngineHandle, EngineUnavailable, Notify
+from voicecli.frames import AudioChunk, Sentence, SynthCapabilities, Synthesizer
+from voicecli.timeline import Timeline
+from voicecli.tts.remote import ConnectionLost, WebSocketSynthesizer
+from voicecli.tts.voices import VoiceSpec, check_voice_name
+
+
+class EngineSynthesizer:
+    """Speech from the resident engine, with the in-process synthesizer as a fallback
+    for a turn whose engine died: the sentences it had not finished are spoken
+    in-process, from the sample the listener had reached, so no text is lost."""
+
+    sample_rate = WebSocketSynthesizer.sample_rate
+    capabilities = SynthCapabilities(streams_within_sentence=True, word_timings=True)
+
+    def __init__(
+        self,
+        settings: Settings,
+        local: Callable[[], Synthesizer],
+        notify: Notify | None = None,
+    ) -> None:
+        self.engine = EngineHandle(settings)
+        self.settings = settings
+        self._local_factory = local
+        self._notify = notify
+        self._local: Synthesizer | None = None
+        info = self.engine.ensure(notify)
+        self._voices = list((info.details or {}).get("voices", []))
+        self._remote = self._connect()
+        self.set_voice(settings.voice)
+
+    def _connect(self) -> WebSocketSynthesizer:
+        return WebSocketSynthesizer(
+            "ws://voicecli-engine",
+            voice=self.settings.voice,
+            speed=self.settings.speed,
+            unix_socket=str(self.engine.socket),
+            where="the voicecli engine",
+        )
+
+    def set_voice(self, voice: str) -> None:
+        """Checked now against the engine's voice set, as the local synthesizer does."""
+        for name, _ in VoiceSpec.parse(voice).parts:
+            check_voice_name(name, self._voices)
+        self._remote.set_voice(voice)
+        if self._local is not None:
+            self._local.set_voice(voice)
+
+    def set_speed(self, speed: float) -> None:
+        self._remote.set_speed(speed)
+        if self._local is not None:
+            self._local.set_speed(speed)
+
+    def warm_up(self) -> None:
+        """The engine warms itself up once it is idle."""
+
+    def describe(self) -> dict[str, Any]:
+        return {**self._remote.describe(), "kind": "engine", "socket": str(self.engine.socket)}
+
+    def close(self) -> None:
+        if self._local is not None:
+            self._local.close()
+
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
+        unfinished: dict[int, Sentence] = {}  # sent to the engine, not yet all heard back
+        received: dict[int, int] = {}  # samples of each that came back
+
+        def handed(source: Iterable[Sentence]) -> Iterator[Sentence]:
+            for sentence in source:
+                unfinished[sentence.index] = sentence
+                yield sentence
+
+        iterator = iter(sentences)
+        if self._local is None:
+            try:
+                # The engine may have idled out or died between turns: start it again.
+                self.engine.ensure(self._notify)
+                for chunk in self._remote.stream(handed(iterator), cancel, timeline):
+                    if chunk.last:
+                        unfinished.pop(chunk.sentence, None)
+                    else:
+                        received[chunk.sentence] = chunk.offset + len(chunk.samples)
+                    yield chunk
+                return
+            except (ConnectionLost, EngineUnavailable) as exc:
+                if cancel.cancelled:
+                    return
+                if self._notify is not None:
+                    self._notify(f"{exc} Finishing in this process.")
+        yield from self._finish_locally(unfinished, received, iterator, cancel, timeline)
+
+    def _finish_locally(
+        self,
+        unfinished: dict[int, Sentence],
+        received: dict[int, int],
+        rest: Iterator[Sentence],
+        cancel: CancelToken,
+        timeline: Timeline,
+    ) -> Iterator[AudioChunk]:
+        if self._local is None:
+            self._local = self._local_factory()
+            if self._remote.voice is not None:
+                self._local.set_voice(self._remote.voice)
+            if self._remote.speed is not None:
+                self._local.set_speed(self._remote.speed)
+        pending = [unfinished[i] for i in sorted(unfinished)]
+        for chunk in self._local.stream(_chain(pending, rest), cancel, timeline):
+            yield from _after(chunk, received.get(chunk.sentence, 0))
+
+
+def _chain(first: list[Sentence], rest: Iterator[Sentence]) -> Iterator[Sentence]:
+    yield from first
+    yield from rest
+
+
+def _after(chunk: AudioChunk, heard: int) -> Iterator[AudioChunk]:
+    """``chunk`` less what the listener already got of its sentence (``heard``
+    samples), so that a sentence finished in-process continues where it stopped."""
+    end = chunk.offset + len(chunk.samples)
+    if chunk.last or end > heard:
+        skip = max(0, heard - chunk.offset)
+        words = tuple(w for w in chunk.words if w.start >= heard)
+        samples = chunk.samples[skip:] if skip else chunk.samples
+        offset = max(chunk.offset, heard) if not chunk.last else max(end, heard)
+        yield replace(chunk, samples=np.asarray(samples), offset=offset, words=words)

@@ -25,16 +25,17 @@ needs_llama = pytest.mark.skipif(
 
 
 def _client(server: LocalLLMServer, api_key: str | None = None):
-    """The openai client on the server's Unix socket, as voicecli's own ChatClient."""
-    from voicecli.sources import ChatClient
+    """The openai client on the server's Unix socket, as voicecli's own OpenAIChat makes
+    its clients."""
+    from voicecli.llm.openai_chat import OpenAIChat
 
     endpoint = server.endpoint
-    return ChatClient(
+    return OpenAIChat(
         base_url=endpoint.base_url,
         api_key=api_key or endpoint.api_key,
         model=endpoint.model,
-        socket=endpoint.socket,
-    ).client
+        socket_path=endpoint.socket,
+    )._new_client()
 
 
 def _alive(pid: int) -> bool:

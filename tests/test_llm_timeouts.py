@@ -13,7 +13,7 @@ import pytest
 
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.sources import ChatClient
+from voicecli.llm.openai_chat import OpenAIChat
 from voicecli.timeline import Timeline
 
 TIMEOUT = 2.0
@@ -109,7 +109,7 @@ def drips_pieces(server: MisbehavingServer) -> Callable[[socket.socket], None]:
 
 
 def ask(base_url: str) -> tuple[list[str], VoiceCliError | None, float]:
-    client = ChatClient(base_url=base_url, api_key="x", model="m", timeout=TIMEOUT)
+    client = OpenAIChat(base_url=base_url, api_key="x", model="m", timeout=TIMEOUT)
     pieces: list[str] = []
     started = time.monotonic()
     try:

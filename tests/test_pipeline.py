@@ -13,8 +13,8 @@ from tests.wavfile import read_wav
 from voicecli.audio.sinks import WavSink
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cancel import CancelToken
+from voicecli.llm.openai_chat import OpenAIChat
 from voicecli.pipeline import SpeechPipeline, TurnOptions
-from voicecli.sources import ChatClient
 from voicecli.timeline import PLAYED, QUEUED, SENTENCE_READY, TURN_END, Timeline
 
 REPLY = (
@@ -28,7 +28,7 @@ REPLY = (
 def run_turn(synth, sink, server, *, buffered=False, cancel=None, fast_first=False):
     cancel = cancel or CancelToken()
     timeline = Timeline("test")
-    client = ChatClient(base_url=server.base_url, api_key="test", model="scripted")
+    client = OpenAIChat(base_url=server.base_url, api_key="test", model="scripted")
     source = client.stream([{"role": "user", "content": "help"}], cancel, timeline)
     result = SpeechPipeline(synth, sink).run(
         source,
@@ -138,7 +138,7 @@ def test_error_mid_stream_keeps_what_was_said(tiny_synth, wav_sink):
 
 def test_unreachable_llm_server_is_clear(tiny_synth, wav_sink):
     cancel, timeline = CancelToken(), Timeline()
-    client = ChatClient(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0)
+    client = OpenAIChat(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0)
     result = SpeechPipeline(tiny_synth, wav_sink).run(
         client.stream([{"role": "user", "content": "hi"}], cancel, timeline),
         TurnOptions(),
@@ -150,11 +150,11 @@ def test_unreachable_llm_server_is_clear(tiny_synth, wav_sink):
 
 def test_warming_up_asks_with_the_system_prompt_alone_and_never_fails():
     with ScriptedLLM(Script.from_text("Hi.", tokens_per_second=1000)) as server:
-        ChatClient(base_url=server.base_url, api_key="t", model="scripted").warm_up("Be brief.")
+        OpenAIChat(base_url=server.base_url, api_key="t", model="scripted").warm_up("Be brief.")
         assert [s.messages for s in server.requests] == [
             [{"role": "system", "content": "Be brief."}]
         ]
-    dead = ChatClient(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0)
+    dead = OpenAIChat(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0)
     dead.warm_up("Be brief.")  # the conversation's own request will say what is wrong
 
 

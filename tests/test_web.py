@@ -27,8 +27,8 @@ from voicecli.bench.acknowledgments import first_substantive, is_acknowledgment
 from voicecli.bench.browser import trial_figures
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.config import Settings
+from voicecli.llm.openai_chat import OpenAIChat
 from voicecli.server.run import bind
-from voicecli.sources import ChatClient
 from voicecli.web import messages as m
 from voicecli.web.app import WebApp, is_loopback, web_server
 
@@ -61,10 +61,7 @@ def serving(
         voice="af_tiny", model_dir=tiny_model_dir, engine=False, max_audio_ahead=ahead
     )
     with ScriptedLLM(Script.from_text(reply, tokens_per_second)) as llm:
-
-        def client() -> ChatClient:
-            return ChatClient(base_url=llm.base_url, api_key="test", model="scripted")
-
+        client = OpenAIChat(base_url=llm.base_url, api_key="test", model="scripted")
         app = WebApp(settings, tiny_synth, client, token, stall_timeout=stall)
         server = web_server(app)
         sock = bind("127.0.0.1", 0)
@@ -400,16 +397,13 @@ def test_the_first_substantive_unit_is_found_in_index_order():
 
 
 def test_an_llm_that_cannot_be_reached_ends_the_turn_with_why(tiny_synth, tiny_model_dir):
-    from voicecli.errors import VoiceCliError
-
-    def unreachable() -> ChatClient:
-        raise VoiceCliError("Cannot reach the LLM at http://127.0.0.1:9/v1.")
-
     with serving(tiny_synth, tiny_model_dir, REPLY) as web:
-        web.app.llm = unreachable
+        web.app.llm = OpenAIChat(
+            base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0
+        )
         with connect(web.ws_url) as ws:
             ws.send(json.dumps({"type": "ask", "text": "hello?"}))
             ended = receive_json(ws, m.TURN_END)
-            assert ended["error"] == "Cannot reach the LLM at http://127.0.0.1:9/v1."
+            assert ended["error"].startswith("Cannot reach the LLM server at http://127.0.0.1:9/v1")
             ws.send(json.dumps({"type": "ask", "text": "again?"}))  # the tab lives on
             assert receive_json(ws, m.TURN_END)["turn"] == 2

@@ -7,30 +7,26 @@ import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from voicecli import display
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
-from voicecli.llm.embedded import SOCKET_BASE_URL
+from voicecli.llm.contract import LLM
+from voicecli.llm.open import open_llm
 from voicecli.pipeline import TurnResult
 from voicecli.session import Pending, Session
-from voicecli.sources import ChatClient
 from voicecli.timeline import PLAYED
 
 if TYPE_CHECKING:
     from voicecli.listen.user_input import Said, UserInput
-    from voicecli.llm.embedded import LocalLLMServer
 
 log = logging.getLogger(__name__)
 
 CUT_OFF = "[interrupted: the user heard only the text above]"
 PROMPT = "you> "
 HISTORY_LENGTH = 1000
-# SmolLM2-135M drifts at llama.cpp's default 0.8 ("Le Jura is the capital of France"); at 0
-# it repeats itself. 0.2 answered 6-7 of 10 simple questions right (docs/embedded-llm.md).
-EMBEDDED_TEMPERATURE = 0.2
 
 COMMANDS = {
     "/voice NAME": "speak with another voice or blend (af_heart+am_adam)",
@@ -43,98 +39,11 @@ COMMANDS = {
 }
 
 
-def uses_embedded_llm(settings: Settings) -> bool:
-    """Whether the embedded model answers: asked for, or no server or key configured."""
-    if settings.llm == "local" or (
-        settings.llm == "auto" and not settings.base_url and not settings.api_key
-    ):
-        return True
-    if not settings.base_url and not settings.api_key:
-        raise VoiceCliError(
-            "No LLM configured: set OPENAI_API_KEY or --base-url, "
-            "or use --llm local for the embedded model."
-        )
-    return False
-
-
-def launch_llm(settings: Settings, stack: ExitStack) -> LocalLLMServer | None:
-    """Check the LLM settings, and launch the embedded model in this process's care when
-    no server or key is configured and there is no engine to share one: llama.cpp then
-    loads its model while voicecli loads speech."""
-    if not uses_embedded_llm(settings) or settings.engine:
-        return None
-    from voicecli.llm.embedded import LocalLLMServer
-
-    server = LocalLLMServer(
-        settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
-    )
-    stack.callback(server.stop)
-    server.launch()
-    return server
-
-
-def embedded_client(settings: Settings, endpoint: dict[str, Any]) -> ChatClient:
-    """A client of the embedded model at ``endpoint`` (socket, api_key, model), warmed up."""
-    client = ChatClient(
-        base_url=SOCKET_BASE_URL,
-        api_key=endpoint["api_key"],
-        model=endpoint["model"],
-        temperature=EMBEDDED_TEMPERATURE if settings.temperature is None else settings.temperature,
-        max_tokens=settings.max_tokens,
-        timeout=settings.llm_timeout,
-        socket=endpoint["socket"],
-    )
-    client.warm_up(settings.system_prompt)
-    return client
-
-
-class EngineLLM:
-    """The resident engine's embedded model, asked for again before every turn: the
-    engine may have idled out, or died, since the last one."""
-
-    def __init__(self, settings: Settings) -> None:
-        from voicecli.engine.handle import EngineHandle
-
-        self.settings = settings
-        self.engine = EngineHandle(settings)
-        self._socket: str | None = None
-        self._client: ChatClient | None = None
-
-    def client(self) -> ChatClient:
-        endpoint = self.engine.llm_endpoint()
-        if self._client is None or endpoint["socket"] != self._socket:
-            self._client = embedded_client(self.settings, endpoint)
-            self._socket = endpoint["socket"]
-        return self._client
-
-
-def connect_llm(settings: Settings, local: LocalLLMServer | None) -> ChatClient | EngineLLM:
-    """The configured server, the engine's embedded model, or the embedded model launched
-    by ``launch_llm`` once it answers; warmed up."""
-    if not uses_embedded_llm(settings):
-        display.note(f"LLM: {settings.model} at {settings.base_url or 'api.openai.com'}")
-        return ChatClient(
-            base_url=settings.base_url,
-            api_key=settings.api_key,
-            model=settings.model,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            timeout=settings.llm_timeout,
-        )
-    with display.err.status("Starting the embedded LLM…", spinner="dots"):
-        if local is None:
-            llm = EngineLLM(settings)
-            llm.client()
-            display.note("LLM: embedded, in the voicecli engine")
-            return llm
-        local.wait_ready()
-        endpoint = local.endpoint
-        client = embedded_client(
-            settings,
-            {"socket": endpoint.socket, "api_key": endpoint.api_key, "model": endpoint.model},
-        )
-    display.note(f"LLM: embedded {local.model_path.name}")
-    return client
+def prepare_llm(llm: LLM) -> None:
+    """Wait for ``llm`` to answer, and say on the user's first line what answers."""
+    with display.err.status("Getting the LLM ready…", spinner="dots"):
+        llm.ready()
+    display.note(f"LLM: {llm.describe()}")
 
 
 def remembered(result: TurnResult) -> str:
@@ -148,10 +57,9 @@ def remembered(result: TurnResult) -> str:
 class Conversation:
     """The messages sent to the LLM, and the /commands that change the chat."""
 
-    def __init__(self, settings: Settings, session: Session, llm: ChatClient | EngineLLM) -> None:
+    def __init__(self, settings: Settings, session: Session, llm: LLM) -> None:
         self.session = session
-        self._llm = llm
-        self._model: str | None = None  # set by /model
+        self.llm = llm
         self.system = settings.system_prompt
         self.messages: list[dict[str, str]] = [{"role": "system", "content": self.system}]
         self.quit = False
@@ -192,17 +100,10 @@ class Conversation:
         self.session.synth.set_speed(speed)
         display.note(f"speed: {speed:g}")
 
-    @property
-    def llm(self) -> ChatClient:
-        client = self._llm if isinstance(self._llm, ChatClient) else self._llm.client()
-        if self._model is not None:
-            client.model = self._model
-        return client
-
     def _set_model(self, arg: str) -> None:
         if not arg:
             raise VoiceCliError(f"Which model? Now: {self.llm.model}. Example: /model gpt-4o")
-        self._model = arg
+        self.llm.model = arg
         display.note(f"model: {arg}")
 
     def _system(self, arg: str) -> None:
@@ -261,12 +162,14 @@ def run_chat(settings: Settings, *, once: str | None = None, listen: bool = Fals
     if once is not None and not once.strip():
         raise VoiceCliError("Nothing to ask: the question is empty.")
     with ExitStack() as stack:
-        local = launch_llm(settings, stack)
+        llm = open_llm(settings)
+        stack.callback(llm.close)
         # A process's first forward passes are slow. Interactive chat warms speech up
-        # before its prompt; --once only while the embedded LLM starts anyway. (The
-        # engine warms itself up when idle.)
-        session = stack.enter_context(Session(settings, warm_up=once is None or local is not None))
-        llm = connect_llm(settings, local)
+        # before its prompt; --once only while a model loads in this process anyway.
+        # (The engine warms itself up when idle.)
+        warm = once is None or llm.loads_in_process
+        session = stack.enter_context(Session(settings, warm_up=warm))
+        prepare_llm(llm)
         chat = Conversation(settings, session, llm)
         if once is not None:
             result = chat.ask(once)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from voicecli.frames import AudioChunk, AudioSink, Sentence, Synthesizer
 from voicecli.timeline import Timeline
 
 if TYPE_CHECKING:
-    from voicecli.sources import ChatClient
+    from voicecli.llm.contract import LLM
 
 SETTLE = 0.3  # seconds of quiet between turns, so one turn's tail is not the next one's start
 
@@ -129,32 +129,14 @@ def timed_source(source: Iterable[str], arrivals: list[float]) -> Iterator[str]:
 # --- text sources ------------------------------------------------------------------
 @dataclass
 class TextSource:
-    """Where replies come from: the scripted LLM, a real server, or the embedded model."""
+    """Where replies come from: the scripted LLM, a real server, or the embedded model,
+    as ``open_llm`` opens them for chat, with no retries (a retried request would hide
+    its time) and the trial's timeout."""
 
     kind: str  # scripted | openai | local
-    base_url: str
-    api_key: str
-    model: str
+    llm: LLM
     messages: list[dict[str, str]]
-    temperature: float | None
-    max_tokens: int | None
     description: dict[str, Any]
-    socket: str | None = None  # the embedded model's Unix socket
-
-    def client(self, timeout: float) -> ChatClient:
-        """A client of it that never retries: a retried request would hide its time."""
-        from voicecli.sources import ChatClient
-
-        return ChatClient(
-            base_url=self.base_url,
-            api_key=self.api_key,
-            model=self.model,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            timeout=timeout,
-            max_retries=0,
-            socket=self.socket,
-        )
 
 
 def open_text_source(
@@ -165,13 +147,23 @@ def open_text_source(
     tokens_per_second: float,
     settings: Any,
     prompt: str,
+    timeout: float,
 ) -> TextSource:
     from voicecli import display
+    from voicecli.llm.open import open_llm
 
     messages = [
         {"role": "system", "content": settings.system_prompt},
         {"role": "user", "content": prompt},
     ]
+
+    def opened(kind: str, **changes: Any) -> LLM:
+        chosen = open_llm(
+            replace(settings, llm=kind, llm_timeout=timeout, **changes), max_retries=0
+        )
+        stack.callback(chosen.close)
+        return chosen
+
     if llm == "scripted":
         from voicecli.bench.scripted_llm import ScriptedLLM
 
@@ -179,12 +171,15 @@ def open_text_source(
         server = stack.enter_context(ScriptedLLM(reply.script(tokens_per_second)))
         return TextSource(
             "scripted",
-            server.base_url,
-            "bench",
-            "scripted",
+            opened(
+                "openai",
+                base_url=server.base_url,
+                api_key="bench",
+                model="scripted",
+                temperature=None,
+                max_tokens=None,
+            ),
             [{"role": "user", "content": "bench"}],
-            None,
-            None,
             {
                 "kind": "scripted",
                 "tokens": len(reply.tokens),
@@ -196,32 +191,22 @@ def open_text_source(
     # the same reply; the report says so if the replies differed anyway.
     temperature = 0.0 if settings.temperature is None else settings.temperature
     if llm == "local":
-        from voicecli.llm.embedded import LocalLLMServer
-
-        local = LocalLLMServer(
-            settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
-        )
-        stack.callback(local.stop)
+        # In this process: the engine's model would be shared with whatever else uses it.
+        local = opened("local", engine=False, temperature=temperature)
         with display.err.status("Starting the embedded LLM…", spinner="dots"):
-            local.start()
-        endpoint = local.endpoint
+            local.ready()
         return TextSource(
             "local",
-            endpoint.base_url,
-            endpoint.api_key,
-            endpoint.model,
+            local,
             messages,
-            temperature,
-            settings.max_tokens,
             {
                 "kind": "local",
-                "model": endpoint.model,
-                "model_path": endpoint.model_path,
+                "model": local.model,
+                "model_path": str(settings.llm_model_path or local.describe()),
                 "threads": settings.llm_threads,
                 "nice": settings.llm_nice,
                 "prompt": prompt,
             },
-            socket=endpoint.socket,
         )
     if not settings.base_url and not settings.api_key:
         raise VoiceCliError(
@@ -229,12 +214,8 @@ def open_text_source(
         )
     return TextSource(
         "openai",
-        settings.base_url,
-        settings.api_key,
-        settings.model,
+        opened("openai", temperature=temperature),
         messages,
-        temperature,
-        settings.max_tokens,
         {
             "kind": "openai",
             "base_url": settings.base_url or "api.openai.com",
@@ -274,7 +255,7 @@ def run_trial(
 
     cancel = CancelToken()
     timeline = Timeline(label)
-    client = source.client(timeout)
+    client = source.llm
     usage = measured.begin_turn()
     arrivals: list[float] = []
     watchdog = threading.Timer(timeout, cancel.cancel, args=("timeout",))
@@ -340,6 +321,7 @@ def run_ab(
             tokens_per_second=tokens_per_second,
             settings=settings,
             prompt=prompt,
+            timeout=timeout,
         )
         with display.err.status("Loading the speech model…", spinner="dots"):
             synth = make_synthesizer(settings)

@@ -113,12 +113,13 @@ def run_voice(
             tokens_per_second=tokens_per_second,
             settings=settings,
             prompt=QUESTIONS[0],
+            timeout=timeout,
         )
         room = VirtualRoom()
         stack.callback(room.close)
         rig = _VoiceRig(settings, room)
         stack.callback(rig.close)
-        client = source.client(timeout)
+        client = source.llm
         progress("warm-up turn (not counted)")
         rig.turn(said[questions[0]], client)
         turns = []

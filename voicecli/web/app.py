@@ -31,14 +31,15 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from voicecli import display
 from voicecli import protocol as p
-from voicecli.chat import EngineLLM, connect_llm, launch_llm
+from voicecli.chat import prepare_llm
 from voicecli.config import Settings
 from voicecli.frames import Synthesizer
+from voicecli.llm.contract import LLM
+from voicecli.llm.open import open_llm
 from voicecli.server.run import HeadTimeoutH11, bind
-from voicecli.sources import ChatClient
 from voicecli.speech import make_synthesizer
 from voicecli.web import messages as m
-from voicecli.web.tab import LLMFactory, Tab
+from voicecli.web.tab import Tab
 
 log = logging.getLogger(__name__)
 
@@ -141,14 +142,14 @@ class WebApp:
         self,
         settings: Settings,
         synth: Synthesizer,
-        llm: LLMFactory,
+        llm: LLM,
         token: str | None = None,
         *,
         stall_timeout: float = STALL_TIMEOUT,
     ) -> None:
         self.settings = settings
         self.synth = synth
-        self.llm = llm  # a client of the LLM for each tab: a client streams one reply at a time
+        self.llm = llm  # every tab's: replies stream side by side
         self.token = token
         self.stall_timeout = stall_timeout
         self.tabs: set[Tab] = set()
@@ -223,29 +224,19 @@ def _same_origin(ws: WebSocket) -> bool:
     return urlsplit(origin).netloc == ws.headers.get("host")
 
 
-def llm_factory(settings: Settings, stack: ExitStack) -> LLMFactory:
-    """What each tab calls for its own LLM client (a client is one stream at a time);
-    the embedded model itself is launched here once, or is the engine's."""
-    local = launch_llm(settings, stack)
-
-    def client() -> ChatClient | EngineLLM:
-        return connect_llm(settings, local)
-
-    return client
-
-
 def run_web(settings: Settings, host: str, port: int, token: str | None) -> None:
     """Serve the page until interrupted."""
     if token is None and not is_loopback(host):
         token = secrets.token_urlsafe(18)
     sock = bind(host, port)
     with ExitStack() as stack:
-        llm = llm_factory(settings, stack)
+        llm = open_llm(settings)
+        stack.callback(llm.close)
         with display.err.status("Loading the speech model…", spinner="dots"):
             synth = make_synthesizer(settings, notify=display.note)
             stack.callback(synth.close)
             synth.warm_up()
-        llm()  # the embedded model loaded, or the server checked, before the first tab
+        prepare_llm(llm)  # the embedded model loaded, or the server checked, before a tab
         app = WebApp(settings, synth, llm, token)
         shown = sock.getsockname()
         url = f"http://{'localhost' if is_loopback(host) else host}:{shown[1]}/"

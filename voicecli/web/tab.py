@@ -11,18 +11,16 @@ from collections.abc import Callable
 
 from voicecli import display
 from voicecli import protocol as p
-from voicecli.chat import Conversation, EngineLLM
+from voicecli.chat import Conversation
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.frames import Synthesizer
+from voicecli.llm.contract import LLM
 from voicecli.session import Session
-from voicecli.sources import ChatClient
 from voicecli.web import messages as m
 from voicecli.web.page_sink import BrowserSink, PageLink, PageStalled
 
 log = logging.getLogger(__name__)
-
-LLMFactory = Callable[[], ChatClient | EngineLLM]
 
 
 NOW_EVERY = 0.04  # seconds between reports of the word being heard
@@ -85,7 +83,7 @@ class Tab:
         self,
         settings: Settings,
         synth: Synthesizer,
-        llm: LLMFactory,
+        llm: LLM,
         link: PageLink,
         *,
         stall_timeout: float,
@@ -100,9 +98,7 @@ class Tab:
         # Opened and closed on the tab's thread: a session opened on the main thread would
         # take Ctrl-C from the web server.
         self.session = Session(settings, keys=False, synth=synth, sink=self.sink)
-        self._llm_factory = llm
-        self._chat: Conversation | None = None
-        self._settings = settings
+        self._chat = Conversation(settings, self.session, llm)
         self._asks: queue.Queue[m.Ask | None] = queue.Queue(maxsize=1)
         self._turns = 0
         self._worker = threading.Thread(target=self._run, name="voicecli-web-tab", daemon=True)
@@ -166,14 +162,6 @@ class Tab:
         turn = self._turns
         self.sink.expect_turn(turn)
         self.link.send_text(m.message(m.TURN, turn=turn, question=ask.text, buffered=ask.buffered))
-        try:
-            if self._chat is None:
-                self._chat = Conversation(self._settings, self.session, self._llm_factory())
-        except VoiceCliError as exc:  # the LLM cannot be reached: this turn ends with why
-            self.link.send_text(
-                m.message(m.TURN_END, turn=turn, interrupted=False, heard="", error=str(exc))
-            )
-            return
         result = self._chat.ask(ask.text, view=PageView(self.link, turn), buffered=ask.buffered)
         if isinstance(result.error, PageStalled):
             self.link.end(p.SLOW_CONSUMER, str(result.error))  # as the server ends its own

@@ -26,18 +26,22 @@ from voicecli.bench.room import VirtualRoom
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cli import cli
 from voicecli.errors import VoiceCliError
-from voicecli.frames import HEARING_FRAME, HEARING_RATE
-from voicecli.listen.asr import Transcriber, read_audio
-from voicecli.listen.turns import (
-    Event,
+from voicecli.frames import (
+    HEARING_FRAME,
+    HEARING_RATE,
+    Guess,
     Pausing,
     Resumed,
     SpeechDropped,
+    SpeechEvent,
     SpeechOnset,
     SpeechStarted,
-    TurnDetector,
+    SpokeOn,
     UserSpeech,
+    UserTurn,
 )
+from voicecli.listen.asr import Transcriber, read_audio
+from voicecli.listen.turns import TurnDetector
 from voicecli.listen.vad import VoiceActivity, frames, has_speech
 
 pytest.importorskip("faster_whisper")
@@ -103,9 +107,9 @@ def trimmed(audio: np.ndarray) -> np.ndarray:
     return audio[loud[0] : loud[-1] + 1]
 
 
-def detect(audio: np.ndarray, detector: TurnDetector) -> list[Event]:
+def detect(audio: np.ndarray, detector: TurnDetector) -> list[SpeechEvent]:
     vad = VoiceActivity()
-    events: list[Event] = []
+    events: list[SpeechEvent] = []
     for frame in frames(audio):
         events += detector.push(frame, vad(frame))
     return events + detector.flush()
@@ -202,11 +206,11 @@ def test_the_turn_is_timed_where_the_speech_is(utterances):
     assert isinstance(onset, SpeechOnset) and onset.at == started.at  # held, then confirmed
     # What the pause handed on ahead is what the hangover then ends: it can be reused.
     assert isinstance(pausing, Pausing)
-    early = pausing.utterance
+    early = pausing.speech
     assert (early.start, early.end) == (utterance.start, utterance.end)
     assert 0 < len(utterance.audio) - len(early.audio) <= 0.2 * HEARING_RATE  # less silence
     assert np.array_equal(early.audio, utterance.audio[: len(early.audio)])
-    assert pausing.utterance.seconds < utterance.seconds
+    assert pausing.speech.seconds < utterance.seconds
     assert abs(started.at - 1.0) < 0.1  # Silero's edges are within a few frames
     assert abs(utterance.end - (1.0 + len(speech) / HEARING_RATE)) < 0.15
     assert utterance.start == started.at and not utterance.capped
@@ -275,7 +279,7 @@ def room(monkeypatch) -> Iterator[VirtualRoom]:
 @pytest.mark.parametrize("capture_rate", [None, 48_000])  # 48 kHz: resampled to 16
 def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber, capture_rate):
     from voicecli.listen.mic import Microphone
-    from voicecli.listen.voice_input import Heard, VoiceInput
+    from voicecli.listen.voice_input import VoiceInput
 
     voice = VoiceInput(
         transcriber, Microphone(capture_rate=capture_rate), hangover=0.8, max_seconds=30
@@ -284,8 +288,8 @@ def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber
         spoken = time.monotonic()
         room.say(utterances["question"])
         said = time.monotonic()
-        heard = voice.heard.get(timeout=20)
-        assert isinstance(heard, Heard), heard
+        heard = voice.events.get(timeout=20)
+        assert isinstance(heard, UserTurn), heard
         assert same_words(heard.text, QUESTION), heard.text
         assert spoken < heard.ended <= said + 0.3
         assert heard.transcribed >= heard.ended + 0.8  # the hangover ended the turn
@@ -314,7 +318,7 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
     """The words at each pause come out ahead of the turn (a reply can be prepared on
     them); speaking on takes the guess back, and the turn's last guess is the turn."""
     from voicecli.listen.mic import Microphone
-    from voicecli.listen.voice_input import Guess, Heard, SpokeOn, VoiceInput
+    from voicecli.listen.voice_input import VoiceInput
 
     question, follow_up = tmp_path / "question.wav", tmp_path / "follow-up.wav"
     first, second = (trimmed(read_audio(utterances[name])) for name in ("question", "follow_up"))
@@ -326,12 +330,12 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
         room.say(question)
         # The user speaks on once the guess is out (a guess Whisper finishes after the
         # user spoke on is rightly dropped, and under load Whisper can take seconds).
-        items: list[object] = [voice.heard.get(timeout=30)]
+        items: list[object] = [voice.events.get(timeout=30)]
         room.say(follow_up)
-        while not isinstance(items[-1], Heard):
-            items.append(voice.heard.get(timeout=30))
+        while not isinstance(items[-1], UserTurn):
+            items.append(voice.events.get(timeout=30))
         kinds = [type(item) for item in items]
-        assert kinds == [Guess, SpokeOn, Guess, Heard], items
+        assert kinds == [Guess, SpokeOn, Guess, UserTurn], items
         assert same_words(items[0].text, QUESTION), items
         heard = items[-1]
         assert same_words(heard.text, QUESTION + " " + FOLLOW_UP), heard
@@ -350,11 +354,11 @@ def test_muted_input_hears_nothing_until_unmuted(room, utterances, transcriber):
         voice.mute(True)
         room.say(utterances["question"])
         time.sleep(1.0)
-        assert voice.heard.empty() and not voice.hearing
+        assert voice.events.empty() and not voice.hearing
         voice.mute(False)
         time.sleep(ECHO_TAIL + 0.1)  # what comes sooner is taken for the speakers' echo
         room.say(utterances["follow_up"])
-        heard = voice.heard.get(timeout=20)
+        heard = voice.events.get(timeout=20)
         assert same_words(heard.text, FOLLOW_UP), heard.text
     finally:
         voice.close()
@@ -715,7 +719,7 @@ def test_the_canceller_takes_the_echo_out_and_leaves_the_user(utterances):
 def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
     """The room's delay jumps by 100 ms in the middle of a reply (a restarted stream
     whose timestamps lie, say): AEC3 loses the echo for a while, and what it lets
-    through is the assistant's voice, speech to Silero. Heard as ``VoiceInput`` hears
+    through is the assistant's voice, speech to Silero. UserTurn as ``VoiceInput`` hears
     it (a frame the canceller judges only echo is silence), it starts nothing, and the
     user talking over the reply later is heard at once."""
     from voicecli.listen.echo import EchoCanceller

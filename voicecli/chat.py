@@ -206,49 +206,51 @@ def _user_input(settings: Settings, session: Session) -> UserInput | None:
 
 
 def _listen_loop(chat: Conversation, user: UserInput) -> None:
-    from voicecli.listen.voice_input import Guess
+    from voicecli.frames import Guess
 
     while not chat.quit:
-        said = user.next()
-        if said is None:
-            display.note("Bye.")
-            return
-        if isinstance(said, Guess):
-            try:
-                result, heard = user.reply_early(
-                    said,
-                    lambda pending, guess=said.text: chat.ask(guess, pending),
-                    on_heard=_show_said,
-                )
-            finally:
-                user.after_turn()
-            if heard is None:
-                continue  # dropped unheard: the user went on, and what they said is next
-            said = heard
-            if result.error is not None:
-                display.error(str(result.error))
-        else:
-            _show_said(said)
-            user.before_turn()
-            try:
-                result = _answer(chat, said.text)
-            finally:
-                user.after_turn()
+        next_input = user.next()
+        match next_input:
+            case None:
+                display.note("Bye.")
+                return
+            case Guess(text=guess):
+                try:
+                    result, confirmed = user.reply_early(
+                        next_input,
+                        lambda pending, guess=guess: chat.ask(guess, pending),
+                        on_confirmed=_show_said,
+                    )
+                finally:
+                    user.after_turn()
+                if confirmed is None:
+                    continue  # dropped unheard: the user went on, and what they said is next
+                said = confirmed
+                if result.error is not None:
+                    display.error(str(result.error))
+            case _:
+                said = next_input
+                _show_said(said)
+                user.before_turn()
+                try:
+                    result = _answer(chat, said.text)
+                finally:
+                    user.after_turn()
         played = result.timeline.first(PLAYED) if result is not None else None
-        if said.heard is not None and played is not None and chat.session.settings.timings:
-            heard = said.heard
+        spoken = said.spoken
+        if spoken is not None and played is not None and chat.session.settings.timings:
             display.note(
-                f"voice to voice: {(played - heard.ended) * 1000:.0f} ms from the end of your "
+                f"voice to voice: {(played - spoken.ended) * 1000:.0f} ms from the end of your "
                 f"speech to the reply's first sound (end of turn "
-                f"{(heard.turned - heard.ended) * 1000:.0f} ms, transcript "
-                f"{(heard.transcribed - heard.turned) * 1000:.0f} ms more, then the reply "
-                f"{(played - heard.transcribed) * 1000:.0f} ms)"
+                f"{(spoken.turned - spoken.ended) * 1000:.0f} ms, transcript "
+                f"{(spoken.transcribed - spoken.turned) * 1000:.0f} ms more, then the reply "
+                f"{(played - spoken.transcribed) * 1000:.0f} ms)"
             )
 
 
 def _show_said(said: Said) -> None:
-    if said.heard is not None:
-        display.heard(said.text, said.heard.capped)
+    if said.spoken is not None:
+        display.spoken(said.text, said.spoken.capped)
     else:
         display.typed(said.text)  # the live line that showed it is gone
 

@@ -350,8 +350,8 @@ class ListenStatus:
         return line
 
 
-def heard(text: str, capped: bool) -> None:
-    """What the user said, as the conversation takes it."""
+def spoken(text: str, capped: bool) -> None:
+    """What the user said aloud, as the conversation takes it."""
     note_capped = " (cut: you spoke without a pause for too long)" if capped else ""
     if out.is_terminal:
         out.print(Text("you (voice)> ", style="bold") + Text(text) + Text(note_capped, "dim"))

@@ -217,3 +217,113 @@ class AudioSink(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# --- The input half: what the user says ---------------------------------------------------
+# The microphone's frames go through the VAD and the turn detector (``voicecli.listen``),
+# which say what they make of them in ``SpeechEvent``s; voice input hands on what the user
+# said as ``VoiceEvent``s. Times "into the stream" count from the stream's first frame.
+
+
+@dataclass(frozen=True)
+class UserSpeech:
+    """One turn of the user's speech, 16 kHz mono, with a little audio either side."""
+
+    audio: np.ndarray
+    start: float  # seconds into the stream: the first frame of speech
+    end: float  # ...and the last
+    capped: bool = False  # cut at the longest utterance: the speaker had not paused
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / HEARING_RATE
+
+    @property
+    def key(self) -> tuple[float, float]:
+        """Which speech it holds: a pause's and the turn's are the same speech if nothing
+        was said after the pause (the turn's has more silence after it)."""
+        return self.start, self.end
+
+
+@dataclass(frozen=True)
+class SpeechOnset:
+    """Maybe speech, not yet long enough to be a turn: a reply playing can be held
+    meanwhile, to be cut at ``SpeechStarted`` or to go on at ``SpeechDropped``."""
+
+    at: float  # seconds into the stream
+
+
+@dataclass(frozen=True)
+class SpeechDropped:
+    """What began at the last ``SpeechOnset`` was no turn (a cough, a click)."""
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """The user began to speak (a turn is confirmed): a barge-in, if speech is playing."""
+
+    at: float  # seconds into the stream
+
+
+@dataclass(frozen=True)
+class Pausing:
+    """The user paused: ``speech`` is the turn as it will be if no more comes before the
+    hangover ends it (the same start and end; less silence after it), so that it can be
+    transcribed meanwhile."""
+
+    speech: UserSpeech
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Speech again after ``Pausing``: the turn goes on (what was handed on is not it)."""
+
+
+@dataclass(frozen=True)
+class TurnDropped:
+    """The turn in progress was forgotten, unfinished (the microphone was muted)."""
+
+
+# A finished turn is its ``UserSpeech``.
+SpeechEvent = (
+    SpeechOnset | SpeechDropped | SpeechStarted | Pausing | Resumed | TurnDropped | UserSpeech
+)
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """What the user said in one turn, transcribed, with when each step of it happened
+    (``time.monotonic()``)."""
+
+    text: str
+    seconds: float  # of speech
+    capped: bool  # cut at the longest utterance while the user was still speaking
+    ended: float  # when the speech ended (the hangover is after it)
+    turned: float  # when the end of the turn was decided
+    transcribed: float  # when its transcript was ready
+
+
+@dataclass(frozen=True)
+class Guess:
+    """What the user said, as it stands at a pause: the turn's transcript if the hangover
+    ends it there, so that a reply can be prepared meanwhile. The ``UserTurn`` that
+    follows says what the turn was; ``SpokeOn`` comes first if speech went on."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class SpokeOn:
+    """The user spoke again after the last ``Guess``: it was not the turn."""
+
+
+@dataclass(frozen=True)
+class InputFailed:
+    """Something the user said was lost (``fatal``: the microphone stopped, and only typed
+    input works from now on)."""
+
+    message: str
+    fatal: bool = True
+
+
+VoiceEvent = UserTurn | Guess | SpokeOn | InputFailed

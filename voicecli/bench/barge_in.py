@@ -40,8 +40,8 @@ from voicecli.bench.room import USER_VOICE, VirtualRoom, speak_as_user
 from voicecli.bench.wer import wer
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.frames import InputFailed, UserTurn
 from voicecli.listen.mic import level_db
-from voicecli.listen.voice_input import Heard
 from voicecli.pipeline import TurnResult
 from voicecli.sources import text_source
 
@@ -165,21 +165,26 @@ class _BargeInRig:
     def reply(self) -> TurnResult:
         return self.session.speak(lambda cancel, tl: text_source([REPLY], tl), label="reply")
 
-    def heard(self, timeout: float) -> list[str]:
-        """What the voice input heard, waiting up to ``timeout`` for the first of it."""
+    def transcripts(self, timeout: float) -> list[str]:
+        """What the voice input made of the user, waiting up to ``timeout`` for the
+        first of it."""
         texts: list[str] = []
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             try:
-                item = self.voice.heard.get(timeout=max(0.0, left)) if left > 0 else None
+                item = self.voice.events.get(timeout=max(0.0, left)) if left > 0 else None
             except queue.Empty:
                 item = None
             if item is None:
                 if left <= 0 or texts:
                     return texts
                 continue
-            texts.append(item.text if isinstance(item, Heard) else f"({item.message})")
+            match item:
+                case UserTurn(text=text):
+                    texts.append(text)
+                case InputFailed(message=message):
+                    texts.append(f"({message})")
             deadline = time.monotonic()  # take what else is there, then stop
 
     def quiet(self, minutes: float, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -202,7 +207,7 @@ class _BargeInRig:
             converged = self.echo.converged_at
             echo_levels += [level for level in self.levels if level > -70]
             progress(f"{played / 60:.1f} of {minutes:g} min of replies, nobody speaking")
-        heard = self.heard(timeout=1.5)  # a turn begun at the end has ended by then
+        heard = self.transcripts(timeout=1.5)  # a turn begun at the end has ended by then
         false = self.recorder.count("confirmed", began)
         return {
             "replies": replies,
@@ -223,7 +228,7 @@ class _BargeInRig:
         """A reply, and the user talking over it ``lead`` seconds into its sound."""
         from voicecli.frames import AudioChunk
 
-        self.heard(timeout=0.0)
+        self.transcripts(timeout=0.0)
         spoke: list[float] = []
         self.user.begin_turn(lambda sentence, at: spoke.append(at), None)
         results: list[TurnResult] = []
@@ -240,7 +245,7 @@ class _BargeInRig:
             time.sleep(0.01)
         self.user.write(AudioChunk(index, speech, last=True))
         turn.join(TRIAL_TIMEOUT)
-        heard = self.heard(timeout=10.0)
+        heard = self.transcripts(timeout=10.0)
         self.user.drain()
         cut = bool(results) and results[0].interrupted
         silent = self.speakers.last_sound(began)

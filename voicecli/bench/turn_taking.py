@@ -30,6 +30,7 @@ import numpy as np
 from voicecli.bench.metrics import stats
 from voicecli.bench.room import speak_as_user
 from voicecli.config import Settings
+from voicecli.frames import Pausing, SpeechEvent, UserSpeech
 
 # Questions as people say them, with the places where they hesitate.
 QUESTIONS = [
@@ -78,7 +79,7 @@ def complete(text: str) -> bool:
     return bool(last) and text[-1] in ".?!" and not trailing and last[-1] not in CONNECTIVES
 
 
-def heard(spoken: Spoken, detector: Any) -> list[Any]:
+def detected(spoken: Spoken, detector: Any) -> list[SpeechEvent]:
     """What the shipped turn detector makes of ``spoken``, event by event."""
     from voicecli.listen.vad import frames
 
@@ -116,28 +117,27 @@ def run_turn_taking(
         if progress:
             progress(f"spoke {' / '.join(question)}")
 
-    from voicecli.listen.turns import Pausing, TurnDetector, UserSpeech
+    from voicecli.listen.turns import TurnDetector
 
     results: dict[str, Any] = {"hangovers": {}, "questions": QUESTIONS, "pauses": list(PAUSES)}
     for hangover in HANGOVERS:
-        turns = [heard(s, TurnDetector(hangover=hangover)) for s in spoken]
-        cut = sum(sum(isinstance(e, UserSpeech) for e in events) > 1 for events in turns)
+        turns = [_turns_and_pauses(detected(s, TurnDetector(hangover=hangover)))[0] for s in spoken]
+        cut = sum(len(found) > 1 for found in turns)
         results["hangovers"][f"{hangover:g}"] = {"cut": cut, "wait_ms": round(hangover * 1000)}
 
     # The cue decides at each pause of the short hangover (a Pausing of a detector whose
     # hangover is the long one); the last pause is the end of the question.
     cue_cut, cue_waits, asr_ms, checks = 0, [], [], []
     for s in spoken:
-        events = heard(s, TurnDetector(hangover=CUE[1], early=CUE[0]))
-        ended = sum(isinstance(e, UserSpeech) for e in events) > 1  # at a long pause
-        pauses = [e for e in events if isinstance(e, Pausing)]
+        found, pauses = _turns_and_pauses(detected(s, TurnDetector(hangover=CUE[1], early=CUE[0])))
+        ended = len(found) > 1  # at a long pause
         finished = []
         for pause in pauses:
             began = time.perf_counter()
-            text = transcriber.transcribe(pause.utterance.audio).text
+            text = transcriber.transcribe(pause.audio).text
             asr_ms.append((time.perf_counter() - began) * 1000)
             finished.append(complete(text))
-            checks.append({"heard": text, "at_s": round(pause.utterance.end, 3)})
+            checks.append({"heard": text, "at_s": round(pause.end, 3)})
         cue_cut += ended or any(finished[:-1])
         cue_waits.append(CUE[0] * 1000 if finished and finished[-1] else CUE[1] * 1000)
     results["cue"] = {
@@ -177,3 +177,16 @@ def write(result: dict[str, Any], output_dir: Path) -> Path:
     from voicecli.bench import report
 
     return report.write_json(result, output_dir / "turn-taking.json")
+
+
+def _turns_and_pauses(events: list[SpeechEvent]) -> tuple[list[UserSpeech], list[UserSpeech]]:
+    """The turns a detector found, and the speech at each pause it handed on."""
+    turns: list[UserSpeech] = []
+    pauses: list[UserSpeech] = []
+    for event in events:
+        match event:
+            case UserSpeech():
+                turns.append(event)
+            case Pausing(speech=speech):
+                pauses.append(speech)
+    return turns, pauses

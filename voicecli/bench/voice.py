@@ -242,8 +242,7 @@ class _VoiceRig:
     def turn(self, speech: np.ndarray, client: Any) -> dict[str, Any]:
         """The user says ``speech``; what was heard is asked, as ``chat --listen`` asks
         it (early, at a pause, unless ``early_reply`` is off); the reply plays."""
-        from voicecli.frames import AudioChunk
-        from voicecli.listen.voice_input import Guess
+        from voicecli.frames import AudioChunk, Guess
         from voicecli.timeline import FIRST_TOKEN, PLAYED, REQUEST_SENT
 
         spoke: list[float] = []
@@ -251,37 +250,40 @@ class _VoiceRig:
         self.user.write(AudioChunk(0, speech, last=True))
         wait = len(speech) / 24_000 + HEARD_TIMEOUT
         dropped = 0  # replies begun at a pause and dropped: the user went on
+        early = False
         while True:
-            item = self.input.next(timeout=wait)
-            if item is None:
-                raise VoiceCliError(f"Nothing was heard of a question within {wait:.0f} s.")
-            if not isinstance(item, Guess):
-                said = item
-                self.input.before_turn()
-                try:
-                    result = self._ask(said.text, client)
-                finally:
-                    self.input.after_turn()
-                break
-            try:
-                result, heard = self.input.reply_early(
-                    item, lambda p, text=item.text: self._ask(text, client, p)
-                )
-            finally:
-                self.input.after_turn()
-            if heard is not None:
-                said = heard
-                break
-            dropped += 1
+            match self.input.next(timeout=wait):
+                case None:
+                    raise VoiceCliError(f"Nothing was heard of a question within {wait:.0f} s.")
+                case Guess(text=text) as guess:
+                    early = True
+                    try:
+                        result, confirmed = self.input.reply_early(
+                            guess, lambda p, text=text: self._ask(text, client, p)
+                        )
+                    finally:
+                        self.input.after_turn()
+                    if confirmed is not None:
+                        said = confirmed
+                        break
+                    dropped += 1
+                case said:
+                    early = False
+                    self.input.before_turn()
+                    try:
+                        result = self._ask(said.text, client)
+                    finally:
+                        self.input.after_turn()
+                    break
         self.user.drain(timeout=5.0)
         if not spoke:
             raise VoiceCliError("The user's speech never reached the microphone's device.")
         end = spoke[0] + len(speech) / 24_000  # the speech's last sample at the device
-        heard_at = said.heard
+        spoken = said.spoken
         times = {
-            "vad_end": heard_at.ended if heard_at else None,
-            "turn_end": heard_at.turned if heard_at else None,
-            "transcript": heard_at.transcribed if heard_at else None,
+            "vad_end": spoken.ended if spoken else None,
+            "turn_end": spoken.turned if spoken else None,
+            "transcript": spoken.transcribed if spoken else None,
             "request": result.timeline.first(REQUEST_SENT),
             "first_token": result.timeline.first(FIRST_TOKEN),
             "first_sound": result.timeline.first(PLAYED),
@@ -289,7 +291,7 @@ class _VoiceRig:
         time.sleep(SETTLE)
         return {
             "heard": said.text,
-            "early": isinstance(item, Guess),
+            "early": early,
             "dropped_early_replies": dropped,
             "speech_s": round(len(speech) / 24_000, 2),
             "error": str(result.error) if result.error else None,

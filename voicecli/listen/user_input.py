@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from voicecli import display
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.frames import Guess, InputFailed, SpokeOn, UserTurn, VoiceEvent
 from voicecli.keys import KeyListener
 from voicecli.line_editor import LineEditor
 from voicecli.listen.asr import Transcriber
 from voicecli.listen.echo import EchoCanceller
 from voicecli.listen.mic import Microphone
-from voicecli.listen.voice_input import Guess, Heard, InputFailed, SpokeOn, VoiceInput
+from voicecli.listen.voice_input import VoiceInput
 from voicecli.pipeline import TurnResult
 from voicecli.session import Pending, Session
 
@@ -32,10 +33,10 @@ TALK_KEY = "\t"  # push-to-talk: hold Tab
 
 @dataclass(frozen=True)
 class Said:
-    """One thing the user said (``heard`` is set) or typed."""
+    """One thing the user said (``spoken`` is set) or typed."""
 
     text: str
-    heard: Heard | None = None
+    spoken: UserTurn | None = None
 
 
 class ReplyBargeIn:
@@ -92,7 +93,7 @@ class UserInput:
             echo=echo,
             guesses=settings.early_reply and session.sink.capabilities.pause,
         )
-        self._back: list[Heard | Guess | InputFailed] = []  # taken, then given back
+        self._back: list[VoiceEvent] = []  # taken, then given back
         self.status = display.ListenStatus(self._state)
         if not self.barge_in:
             mode = "muted while a reply plays"
@@ -175,26 +176,30 @@ class UserInput:
         if self.editor.lines:
             return Said(self.editor.lines.pop(0))
         if self.voice is not None:
+            event: VoiceEvent | None = None
             if self._back:
-                item: Heard | Guess | SpokeOn | InputFailed | None = self._back.pop(0)
+                event = self._back.pop(0)
             else:
                 try:
-                    item = self.voice.heard.get(timeout=0.05)
+                    event = self.voice.events.get(timeout=0.05)
                 except queue.Empty:
-                    item = None
-            if isinstance(item, Guess):
-                return item
-            if isinstance(item, InputFailed):
-                self.status.stop()
-                if item.fatal:
-                    display.error(f"{item.message} Typing still works.")
-                    self.voice.close()
-                    self.voice = None
-                else:
-                    display.error(f"{item.message} Please say it again.")
-                self.status.start()
-            elif isinstance(item, Heard):
-                return Said(item.text, item)
+                    pass
+            match event:
+                case Guess():
+                    return event
+                case UserTurn(text=text):
+                    return Said(text, event)
+                case InputFailed(message=message, fatal=fatal):
+                    self.status.stop()
+                    if fatal:
+                        display.error(f"{message} Typing still works.")
+                        self.voice.close()
+                        self.voice = None
+                    else:
+                        display.error(f"{message} Please say it again.")
+                    self.status.start()
+                case SpokeOn() | None:
+                    pass  # a guess no longer waited for, or nothing yet
         else:
             time.sleep(0.05)
         if self.keys is None and self._stdin_open:
@@ -220,46 +225,48 @@ class UserInput:
         self,
         guess: Guess,
         answer: Callable[[Pending], TurnResult],
-        on_heard: Callable[[Said], None] | None = None,
+        on_confirmed: Callable[[Said], None] | None = None,
     ) -> tuple[TurnResult, Said | None]:
         """Answer ``guess`` before the turn has ended: ``answer`` runs the turn, which is
         silent and unseen while the hangover runs and plays once the turn ends with the
-        same words (``on_heard`` first), a hangover sooner than if it began then. If
+        same words (``on_confirmed`` first), a hangover sooner than if it began then. If
         the user spoke on or said something else, the reply is dropped unheard, and what
         came instead comes next from ``next``. Returns the turn's result and, if the
         reply was the answer, what was said."""
         pending = Pending()
-        heard: list[Said] = []
+        confirmed: list[Said] = []
         voice = self.voice
         assert voice is not None  # a Guess comes only from it
 
         def decide() -> None:
             while True:
                 try:
-                    item = voice.heard.get(timeout=0.1)
+                    event = voice.events.get(timeout=0.1)
                 except queue.Empty:
                     if voice.closed:
                         pending.withdraw()
                         return
                     continue
-                if isinstance(item, Heard) and item.text == guess.text:
-                    said = Said(item.text, item)
-                    heard.append(said)
-                    self.before_turn()
-                    if on_heard is not None:
-                        on_heard(said)
-                    pending.confirm()
-                    return
-                pending.withdraw()
-                if not isinstance(item, SpokeOn):
-                    self._back.append(item)
+                match event:
+                    case UserTurn(text=text) if text == guess.text:
+                        said = Said(text, event)
+                        confirmed.append(said)
+                        self.before_turn()
+                        if on_confirmed is not None:
+                            on_confirmed(said)
+                        pending.confirm()
+                    case SpokeOn():
+                        pending.withdraw()
+                    case _:  # the turn was something else: it comes next from ``next``
+                        pending.withdraw()
+                        self._back.append(event)
                 return
 
         decider = threading.Thread(target=decide, name="voicecli-early-reply", daemon=True)
         decider.start()
         result = answer(pending)
         decider.join()
-        return result, heard[0] if heard else None
+        return result, confirmed[0] if confirmed else None
 
     def close(self) -> None:
         self.status.stop()

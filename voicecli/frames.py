@@ -2,12 +2,16 @@
 the two ends, a ``Synthesizer`` and an ``AudioSink``, with what each can do declared up
 front (``SynthCapabilities``, ``SinkCapabilities``) so that no caller has to probe.
 
+Both halves are here: the output half (sentences, audio chunks, sinks) and the input
+half (what the microphone's frames are found to hold, and what the user said).
+
 This module sits below the pipeline and every backend; it imports only the wire
 protocol (for the one sample rate) and the error type.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -166,57 +170,93 @@ UnderrunHook = Callable[[float], None]
 OutputHook = Callable[[np.ndarray, float], None]
 
 
-class AudioSink(Protocol):
-    """Where a turn's audio goes: the device, a file, or both."""
+class AudioSink(ABC):
+    """Where a turn's audio goes: the device, a file, a browser tab.
+
+    A sink declares what it can do in ``capabilities``; the listener's controls it lacks
+    do nothing here. A sink may hand every chunk on to ``next_in_chain`` as well (a file
+    written beside the device): the first of the chain paces the turn, reports it, and
+    is what the listener hears.
+    """
 
     capabilities: SinkCapabilities
+
+    def __init__(self, next_in_chain: AudioSink | None = None) -> None:
+        self.next_in_chain = next_in_chain
 
     def begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
         """A new turn, whose events these hooks report. Positions (``Playback``) are on
         the sink's own sample scale: only differences between them mean anything."""
-        ...
+        self._begin_turn(on_played, on_underrun)
+        if self.next_in_chain is not None:
+            self.next_in_chain.begin_turn(None, None)  # only what is heard reports
 
-    def write(self, chunk: AudioChunk, cancel: CancelToken) -> None:
+    def write(self, chunk: AudioChunk, cancel: CancelToken | None = None) -> None:
         """Queue a chunk, blocking while the sink is full (backpressure) or until cancel."""
-        ...
+        # The chain first: a file never blocks, while a device may wait for room.
+        if self.next_in_chain is not None:
+            self.next_in_chain.write(chunk, cancel)
+        self._write(chunk, cancel)
+
+    @abstractmethod
+    def _begin_turn(
+        self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None
+    ) -> None: ...
+
+    @abstractmethod
+    def _write(self, chunk: AudioChunk, cancel: CancelToken | None) -> None: ...
+
+    @abstractmethod
+    def playback(self) -> Playback: ...
 
     def drain(self, cancel: CancelToken) -> bool:
         """Wait until everything queued reached the listener; False if cancelled."""
-        ...
+        return not cancel.cancelled
 
-    def clear(self) -> None:
+    def clear(self) -> None:  # noqa: B027 - does nothing by default
         """Silence at once: drop everything queued (called from any thread)."""
-        ...
-
-    def playback(self) -> Playback: ...
 
     def recording(self) -> Playback | None:
         """What was written to a file, on the file's own sample scale (positions are
         samples from the file's start, across turns); None when nothing is recorded."""
-        ...
+        return self.next_in_chain.recording() if self.next_in_chain is not None else None
 
-    def monitor(self, hook: OutputHook | None) -> None:
+    def monitor(self, hook: OutputHook | None) -> None:  # noqa: B027 - does nothing by default
         """Call ``hook`` from the audio thread with every block played (an echo
-        canceller's far end); it must not block. Ignored without ``capabilities.monitor``."""
-        ...
+        canceller's far end); it must not block. Only with ``capabilities.monitor``."""
 
-    # Listener controls; a sink whose capabilities lack them ignores them.
-    def pause(self) -> None: ...
+    def pause(self) -> None:  # noqa: B027 - does nothing by default
+        """Only with ``capabilities.pause``."""
 
-    def resume(self) -> None: ...
+    def resume(self) -> None:  # noqa: B027 - does nothing by default
+        """Only with ``capabilities.pause``."""
 
     @property
-    def paused(self) -> bool: ...
+    def paused(self) -> bool:
+        return False
 
     def skip_sentence(self) -> bool:
-        """Jump to the next sentence; False when nothing could be skipped."""
-        ...
+        """Jump to the next sentence (with ``capabilities.skip``); False when nothing
+        could be skipped."""
+        return False
 
     def describe(self) -> dict[str, Any]:
         """Where the audio goes, for reports."""
-        ...
+        described = self._describe()
+        if self.next_in_chain is not None:
+            described["next_in_chain"] = self.next_in_chain.describe()
+        return described
 
-    def close(self) -> None: ...
+    @abstractmethod
+    def _describe(self) -> dict[str, Any]: ...
+
+    def close(self) -> None:
+        self._close()
+        if self.next_in_chain is not None:
+            self.next_in_chain.close()
+
+    def _close(self) -> None:  # noqa: B027 - does nothing by default
+        """What this sink holds (a stream, a file)."""
 
 
 # --- The input half: what the user says ---------------------------------------------------

@@ -20,6 +20,7 @@ from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.frames import (
     AudioChunk,
+    AudioSink,
     OutputHook,
     Playback,
     PlayedHook,
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 STALL_SECONDS = 5.0
 
 
-class Player:
+class Player(AudioSink):
     """Owns the ring buffer and the output stream for one session."""
 
     capabilities = SinkCapabilities(paced=True, pause=True, skip=True, monitor=True)
@@ -48,7 +49,9 @@ class Player:
         blocksize: int = 480,
         capacity_seconds: float = 10.0,
         latency: str | float = "low",
+        next_in_chain: AudioSink | None = None,
     ) -> None:
+        super().__init__(next_in_chain)
         self.sample_rate = sample_rate
         self.blocksize = blocksize
         self.ring = RingBuffer(int(capacity_seconds * sample_rate))
@@ -134,7 +137,7 @@ class Player:
                 self.on_played(sentence, now + delay + (pos - before) / self.sample_rate)
 
     # --- producer side ------------------------------------------------------------
-    def begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
+    def _begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
         self.on_played = on_played
         self.on_underrun = on_underrun
         self._ledger.reset()
@@ -142,7 +145,7 @@ class Player:
         self._cut_pos = None
         self._discard = None
 
-    def write(self, chunk: AudioChunk, cancel: CancelToken | None = None) -> None:
+    def _write(self, chunk: AudioChunk, cancel: CancelToken | None) -> None:
         """Queue a chunk, blocking while max audio ahead is already queued.
 
         Raises VoiceCliError when the device stops taking audio (unplugged, server gone),
@@ -250,10 +253,7 @@ class Player:
     def playback(self) -> Playback:
         return Playback(self._ledger.snapshot(), self._heard_position(), self.sample_rate)
 
-    def recording(self) -> Playback | None:
-        return None  # a device keeps nothing
-
-    def describe(self) -> dict[str, Any]:
+    def _describe(self) -> dict[str, Any]:
         sd = sounddevice_module()
         return {
             "kind": "device",
@@ -262,7 +262,7 @@ class Player:
             "blocksize": self.blocksize,
         }
 
-    def close(self) -> None:
+    def _close(self) -> None:
         try:
             self._stream.abort()
             self._stream.close()

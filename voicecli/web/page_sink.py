@@ -19,7 +19,7 @@ from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.frames import (
     AudioChunk,
-    OutputHook,
+    AudioSink,
     Playback,
     PlayedHook,
     SinkCapabilities,
@@ -47,7 +47,7 @@ class PageStalled(VoiceCliError):
     """The page stopped playing (or reporting) while audio waited for it."""
 
 
-class BrowserSink:
+class BrowserSink(AudioSink):
     capabilities = SinkCapabilities(paced=True)
 
     def __init__(
@@ -58,6 +58,7 @@ class BrowserSink:
         ahead_seconds: float = 10.0,
         stall_timeout: float = 30.0,
     ) -> None:
+        super().__init__()
         self.link = link
         self.sample_rate = sample_rate
         self.capacity = int(ahead_seconds * sample_rate)
@@ -80,7 +81,7 @@ class BrowserSink:
         self._next_turn = turn
 
     # --- the pipeline's side ----------------------------------------------------------
-    def begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
+    def _begin_turn(self, on_played: PlayedHook | None, on_underrun: UnderrunHook | None) -> None:
         with self._cond:
             self._turn = self._next_turn
             self._written = self._heard = self._underruns = self._seq = 0
@@ -89,7 +90,7 @@ class BrowserSink:
             self._on_played, self._on_underrun = on_played, on_underrun
         self._ledger.reset()
 
-    def write(self, chunk: AudioChunk, cancel: CancelToken) -> None:
+    def _write(self, chunk: AudioChunk, cancel: CancelToken | None) -> None:
         self._ledger.before_write(chunk, self._written)
         samples = chunk.samples
         for start in range(0, len(samples), m.PAGE_FRAME_SAMPLES):
@@ -110,12 +111,12 @@ class BrowserSink:
         self.link.send_text(m.message(m.AUDIO_END, turn=self._turn, samples=self._written))
         return self._wait(lambda: self._heard >= self._written, cancel)
 
-    def _wait(self, ready: Callable[[], bool], cancel: CancelToken) -> bool:
+    def _wait(self, ready: Callable[[], bool], cancel: CancelToken | None) -> bool:
         """Until ``ready()``; False if the turn was cancelled or flushed, or the tab left."""
         began = time.monotonic()
         with self._cond:
             while not ready():
-                if cancel.cancelled or self._flushed or self.link.closed:
+                if (cancel is not None and cancel.cancelled) or self._flushed or self.link.closed:
                     return False
                 # Stalled: no progress since the wait began, or since the page's last.
                 if time.monotonic() - max(began, self._progress_at) > self.stall_timeout:
@@ -124,7 +125,7 @@ class BrowserSink:
                         "waiting: it is gone or stuck."
                     )
                 self._cond.wait(POLL)
-        return not cancel.cancelled and not self._flushed
+        return not (cancel is not None and cancel.cancelled) and not self._flushed
 
     def clear(self) -> None:
         with self._cond:
@@ -160,29 +161,9 @@ class BrowserSink:
         if on_played is not None:
             on_played(report.sentence, time.monotonic() + report.after)
 
-    # --- what a browser tab does not have ---------------------------------------------
-    def recording(self) -> Playback | None:
-        return None
-
-    def monitor(self, hook: OutputHook | None) -> None:
-        pass  # the page's output never reaches a microphone of voicecli's
-
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-    @property
-    def paused(self) -> bool:
-        return False
-
-    def skip_sentence(self) -> bool:
-        return False
-
-    def describe(self) -> dict[str, Any]:
+    def _describe(self) -> dict[str, Any]:
         return {"kind": "browser", "sample_rate": self.sample_rate}
 
-    def close(self) -> None:
+    def _close(self) -> None:
         with self._cond:
             self._cond.notify_all()

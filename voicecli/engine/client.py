@@ -15,7 +15,8 @@ from voicecli.config import Settings
 from voicecli.engine.handle import EngineHandle, EngineUnavailable, Notify
 from voicecli.frames import AudioChunk, Sentence, SynthCapabilities, Synthesizer
 from voicecli.timeline import Timeline
-from voicecli.tts.remote import ConnectionLost, WebSocketSynthesizer
+from voicecli.tts.remote import WebSocketSynthesizer
+from voicecli.tts.remote_turn import ConnectionLost
 from voicecli.tts.voices import VoiceSpec, check_voice_name
 
 

@@ -1,14 +1,19 @@
-"""One turn over voicecli's speech protocol, as a client sees it, whatever carries it
-(a WebSocket, SageMaker's bidirectional stream, or one response stream per sentence):
-request ids for sentences, the in-flight window, timeline marks and replies."""
+"""One turn over voicecli's speech protocol, as a client sees it, whatever carries it:
+the ``Transport`` (a WebSocket, SageMaker's bidirectional stream, or one response stream
+per sentence) is injected into the one loop that runs it (``run_turn``). A sender thread
+sends ``speak`` for each sentence as soon as the sentence iterator yields it, while the
+caller's thread receives audio: the next sentence is never held back until the previous
+one's audio has arrived, beyond the in-flight window."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -47,11 +52,9 @@ def explain_error(message: dict[str, Any], where: str) -> str:
     return f"The speech server at {where} failed: {text} ({code})."
 
 
-class TurnState:
-    """One turn over the protocol: request ids for sentences, timeline marks, replies.
-
-    Shared by every transport that carries voicecli's protocol.
-    """
+class RemoteTurn:
+    """One turn over the protocol: request ids for sentences, the in-flight window,
+    timeline marks and replies."""
 
     def __init__(
         self, timeline: Timeline, where: str, max_in_flight: int = p.MAX_IN_FLIGHT
@@ -123,51 +126,52 @@ class TurnState:
 
     def handle(self, message: dict[str, Any] | p.AudioFrame) -> AudioChunk | None:
         """The chunk to yield for a server message, if any; raises VoiceCliError on `error`."""
-        if isinstance(message, p.AudioFrame):
-            with self._lock:
-                index = self._sentences.get(message.request_id)
-            if index is None:  # audio of a cancelled request, already written off
+        match message:
+            case p.AudioFrame(request_id=request_id):
+                with self._lock:
+                    index = self._sentences.get(request_id)
+                if index is None:  # audio of a cancelled request, already written off
+                    return None
+                self.timeline.mark_once(SYNTH_FIRST_CHUNK, index)
+                samples = message.samples()
+                offset = self._offsets.get(index, 0)
+                self._offsets[index] = end = offset + len(samples)
+                mine, self._words[index] = split_words(self._words.get(index, []), end)
+                return AudioChunk(index, samples, offset, words=mine)
+            case {"type": p.WORDS}:
+                rid = message.get("request_id")
+                with self._lock:
+                    index = self._sentences.get(rid) if isinstance(rid, str) else None
+                words = p.decode_words(message)
+                if index is not None and words is not None:
+                    self._words.setdefault(index, []).extend(Word(*w) for w in words)
+                elif index is not None:
+                    log.debug("ignoring word timings in a format this client does not read")
                 return None
-            self.timeline.mark_once(SYNTH_FIRST_CHUNK, index)
-            samples = message.samples()
-            offset = self._offsets.get(index, 0)
-            self._offsets[index] = end = offset + len(samples)
-            mine, self._words[index] = split_words(self._words.get(index, []), end)
-            return AudioChunk(index, samples, offset, words=mine)
-        kind = message.get("type")
-        if kind == p.WORDS:
-            rid = message.get("request_id")
-            with self._lock:
-                index = self._sentences.get(rid) if isinstance(rid, str) else None
-            words = p.decode_words(message)
-            if index is not None and words is not None:
-                self._words.setdefault(index, []).extend(Word(*w) for w in words)
-            elif index is not None:
-                log.debug("ignoring word timings in a format this client does not read")
-            return None
-        if kind == p.SENTENCE_DONE:
-            index = self._finish(message.get("request_id"))
-            if index is None or message.get("cancelled"):
+            case {"type": p.SENTENCE_DONE}:
+                index = self._finish(message.get("request_id"))
+                if index is None or message.get("cancelled"):
+                    return None
+                if message.get("truncated") is True:
+                    log.warning(
+                        "The speech server at %s cut sentence %d short: its speech ran longer "
+                        "than its text can take to say.",
+                        self.where,
+                        index + 1,
+                    )
+                self.timeline.mark(SYNTH_END, index)
+                offset = self._offsets.pop(index, 0)
+                words = tuple(self._words.pop(index, ()))
+                return AudioChunk(index, np.zeros(0, np.float32), offset, last=True, words=words)
+            case {"type": p.ERROR}:
+                self._finish(message.get("request_id"))
+                raise VoiceCliError(explain_error(message, self.where))
+            case {"type": p.DONE}:
+                self.done = True
                 return None
-            if message.get("truncated") is True:
-                log.warning(
-                    "The speech server at %s cut sentence %d short: its speech ran longer "
-                    "than its text can take to say.",
-                    self.where,
-                    index + 1,
-                )
-            self.timeline.mark(SYNTH_END, index)
-            offset = self._offsets.pop(index, 0)
-            words = tuple(self._words.pop(index, ()))
-            return AudioChunk(index, np.zeros(0, np.float32), offset, last=True, words=words)
-        if kind == p.ERROR:
-            self._finish(message.get("request_id"))
-            raise VoiceCliError(explain_error(message, self.where))
-        if kind == p.DONE:
-            self.done = True
-            return None
-        log.debug("ignoring server message of type %r", kind)
-        return None
+            case _:
+                log.debug("ignoring server message of type %r", message.get("type"))
+                return None
 
     def _finish(self, request_id: Any) -> int | None:
         with self._lock:
@@ -177,17 +181,129 @@ class TurnState:
         return index
 
 
-class RemoteSynthesizer:
-    """What the remote backends share: the voice and speed sent with every sentence.
+class TransportClosed(Exception):
+    """The other side is gone: a send that cannot be made (the receiver says why)."""
 
-    The server synthesizes, so nothing loads here; a bad voice name is caught by its
-    syntax now and by the server's voice set on the first sentence.
-    """
+
+class Transport(Protocol):
+    """How one turn's messages travel."""
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send a control message (from the sender thread); TransportClosed if the
+        connection is gone."""
+        ...
+
+    def receive(self, timeout: float) -> str | bytes | None:
+        """The server's next frame, or None if none came within ``timeout``. Raises
+        VoiceCliError (``ConnectionLost`` where the connection broke) for the rest."""
+        ...
+
+    def cancel(self) -> None:
+        """Stop the server's work on this turn (from any thread, at most once)."""
+        ...
+
+    def end(self) -> None:
+        """The turn is over: release what the transport holds for it."""
+        ...
+
+
+class ConnectionLost(VoiceCliError):
+    """The speech server could not be reached, or its connection broke mid-turn (as
+    opposed to an error it replied with): a caller with another way to speak may use it."""
+
+
+def run_turn(
+    transport: Transport,
+    sentences: Iterable[Sentence],
+    cancel: CancelToken,
+    timeline: Timeline,
+    *,
+    where: str,
+    voice: str | None,
+    speed: float | None,
+    max_in_flight: int = p.MAX_IN_FLIGHT,
+    read_timeout: float = 60.0,
+) -> Iterator[AudioChunk]:
+    """The audio of ``sentences``, over ``transport``, as it comes back. ``read_timeout``:
+    silence allowed while sentences are unanswered."""
+    turn = RemoteTurn(timeline, where, max_in_flight)
+    failure: list[BaseException] = []
+    cancelled_once = threading.Lock()
+
+    def send_cancel() -> None:
+        if cancelled_once.acquire(blocking=False):
+            transport.cancel()
+
+    def send_all() -> None:
+        try:
+            for message in turn.requests(sentences, cancel, voice, speed):
+                transport.send(message)
+            if not cancel.cancelled:
+                transport.send(p.control(p.END))
+        except TransportClosed:
+            pass  # the receiver reports why
+        except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed: re-raised
+            failure.append(exc)
+
+    if cancel.cancelled:
+        transport.end()
+        return
+    threading.Thread(target=send_all, name="voicecli-remote-send", daemon=True).start()
+    cancel.on_cancel(send_cancel)
+    quiet_since = time.monotonic()
+    try:
+        while not turn.done:
+            if cancel.cancelled:
+                return
+            try:
+                data = transport.receive(POLL)
+            except VoiceCliError:
+                if cancel.cancelled:
+                    return
+                if failure:
+                    raise failure[0] from None
+                raise
+            if cancel.cancelled:
+                return
+            if data is None:
+                if failure:
+                    raise failure[0] from None
+                if turn.in_flight == 0:
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since > read_timeout:
+                    raise VoiceCliError(
+                        f"The speech server at {where} sent nothing for {read_timeout:g} s. "
+                        "It may be overloaded or stuck."
+                    )
+                continue
+            quiet_since = time.monotonic()
+            try:
+                message = p.decode_server_frame(data)
+            except p.ProtocolError as exc:
+                raise VoiceCliError(
+                    explain_error({"code": exc.code, "message": exc.message}, where)
+                ) from None
+            chunk = turn.handle(message)
+            if chunk is not None and not cancel.cancelled:
+                yield chunk
+    finally:
+        if turn.in_flight and not cancel.cancelled:
+            send_cancel()  # the consumer stopped early or failed: free the server
+        transport.end()
+
+
+class RemoteSynthesizer(ABC):
+    """A synthesizer on the far side of a ``Transport``: the voice and speed sent with
+    every sentence, and the turn run by ``run_turn``. The server synthesizes, so nothing
+    loads here; a bad voice name is caught by its syntax now and by the server's voice
+    set on the first sentence."""
 
     sample_rate = p.SAMPLE_RATE
     # The server sends each sentence's audio in frames as it is synthesized, and its
     # words' timings where its voice's language has them (English).
     capabilities = SynthCapabilities(streams_within_sentence=True, word_timings=True)
+    where: str  # the server, for messages
+    read_timeout: float = 60.0  # silence allowed while sentences are unanswered
 
     def __init__(self, voice: str | None, speed: float | None) -> None:
         self.voice: str | None = None
@@ -197,11 +313,33 @@ class RemoteSynthesizer:
         if speed is not None:
             self.set_speed(speed)
 
+    @abstractmethod
+    def open_turn(self) -> tuple[Transport, int]:
+        """A transport for one turn, and how many sentences it may carry unanswered."""
+
+    def stream(
+        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
+    ) -> Iterator[AudioChunk]:
+        if cancel.cancelled:
+            return
+        transport, window = self.open_turn()
+        yield from run_turn(
+            transport,
+            sentences,
+            cancel,
+            timeline,
+            where=self.where,
+            voice=self.voice,
+            speed=self.speed,
+            max_in_flight=window,
+            read_timeout=self.read_timeout,
+        )
+
     def set_voice(self, voice: str) -> None:
         self.voice = str(VoiceSpec.parse(voice))
 
     def set_speed(self, speed: float) -> None:
         self.speed = check_speed(speed)
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> None:  # noqa: B027 - nothing to do, by design
         """Nothing to warm: the server's model is loaded and kept warm by the server."""

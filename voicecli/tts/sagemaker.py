@@ -26,13 +26,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from voicecli import protocol as p
-from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.frames import AudioChunk, Sentence
-from voicecli.timeline import Timeline
 from voicecli.tts import sagemaker_bidi
 from voicecli.tts.aws_errors import explain_aws_error
-from voicecli.tts.remote_turn import RemoteSynthesizer, TurnState
+from voicecli.tts.remote_turn import RemoteSynthesizer, Transport
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +62,7 @@ class SageMakerSynthesizer(RemoteSynthesizer):
         self.endpoint_name = endpoint_name
         super().__init__(voice, speed)
         self.max_in_flight = max_in_flight
+        self.read_timeout = read_timeout
         if api not in APIS:
             raise VoiceCliError(f"Unknown SageMaker API {api!r}: use one of {', '.join(APIS)}.")
         if api == BIDIRECTIONAL and not sagemaker_bidi.available():
@@ -107,7 +105,6 @@ class SageMakerSynthesizer(RemoteSynthesizer):
                 self._credentials,
                 endpoint_url=endpoint_url,
                 where=self.where,
-                read_timeout=read_timeout,
             )
 
     def _credentials(self) -> tuple[str, str, str | None]:
@@ -120,92 +117,21 @@ class SageMakerSynthesizer(RemoteSynthesizer):
         frozen = credentials.get_frozen_credentials()
         return frozen.access_key, frozen.secret_key, frozen.token
 
-    def stream(
-        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
-    ) -> Iterator[AudioChunk]:
-        if cancel.cancelled:
-            return
+    def open_turn(self) -> tuple[Transport, int]:
         if self._bidi is not None:
-            yield from self._bidi.turn(
-                sentences, cancel, timeline, self.voice, self.speed, self.max_in_flight
-            )
-        else:
-            yield from self._response_streams(sentences, cancel, timeline)
+            return self._bidi.open_turn(), self.max_in_flight
+        # One sentence at a time on response streams: see the module's docstring.
+        return _ResponseStreams(self), 1
 
-    # -- InvokeEndpointWithResponseStream -------------------------------------------------
-
-    def _response_streams(
-        self, sentences: Iterable[Sentence], cancel: CancelToken, timeline: Timeline
-    ) -> Iterator[AudioChunk]:
-        # One sentence at a time: see the module's docstring.
-        turn = TurnState(timeline, self.where, max_in_flight=1)
-        # One reply queue per sentence, in sentence order; each is filled by its request.
-        order: queue.Queue[Any] = queue.Queue()
-        bodies: list[Any] = []
-        bodies_lock = threading.Lock()
-
-        def close_streams() -> None:
-            with bodies_lock:
-                for body in bodies:
-                    body.close()
-                bodies.clear()
-
-        def request(message: dict[str, Any], replies: queue.Queue[Any]) -> None:
-            try:
-                response = self._client.invoke_endpoint_with_response_stream(
-                    EndpointName=self.endpoint_name,
-                    Body=json.dumps(message).encode("utf-8"),
-                    ContentType="application/json",
-                    Accept=p.STREAM_MEDIA_TYPE,
-                )
-                body = response["Body"]
-                with bodies_lock:
-                    bodies.append(body)
-                if cancel.cancelled:
-                    return
-                for frame in read_response_stream(body):
-                    replies.put(p.decode_server_frame(frame))
-                replies.put(_END)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consuming thread
-                if not cancel.cancelled:
-                    replies.put(
-                        explain_aws_error(exc, self.endpoint_name, self.region)
-                        if not isinstance(exc, p.ProtocolError)
-                        else VoiceCliError(f"The {self.where} sent a malformed stream: {exc}.")
-                    )
-
-        def send_all() -> None:
-            try:
-                for message in turn.requests(sentences, cancel, self.voice, self.speed):
-                    replies: queue.Queue[Any] = queue.Queue()
-                    order.put(replies)
-                    threading.Thread(
-                        target=request,
-                        args=(message, replies),
-                        daemon=True,
-                        name="voicecli-sagemaker-request",
-                    ).start()
-                if not cancel.cancelled:
-                    order.put(_END)
-            except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed
-                order.put(exc)
-
-        threading.Thread(target=send_all, name="voicecli-sagemaker-send", daemon=True).start()
-        cancel.on_cancel(close_streams)
-        try:
-            while (replies := _get(order, cancel)) is not _END and replies is not None:
-                if isinstance(replies, BaseException):
-                    raise replies
-                while (reply := _get(replies, cancel)) is not _END:
-                    if reply is None:
-                        return
-                    if isinstance(reply, BaseException):
-                        raise reply
-                    chunk = turn.handle(reply)
-                    if chunk is not None and not cancel.cancelled:
-                        yield chunk
-        finally:
-            close_streams()
+    def _invoke(self, message: dict[str, Any]) -> Any:
+        """The response stream's body for one speak message."""
+        response = self._client.invoke_endpoint_with_response_stream(
+            EndpointName=self.endpoint_name,
+            Body=json.dumps(message).encode("utf-8"),
+            ContentType="application/json",
+            Accept=p.STREAM_MEDIA_TYPE,
+        )
+        return response["Body"]
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -244,11 +170,81 @@ def read_response_stream(body: Iterable[dict[str, Any]]) -> Iterator[bytes]:
         )
 
 
-def _get(q: queue.Queue[Any], cancel: CancelToken) -> Any:
-    """The next item, or None once cancelled."""
-    while not cancel.cancelled:
+class _ResponseStreams:
+    """A turn as one request per speak message: each request's frames come back on a
+    queue of its own, taken in the order they were sent, and ``end`` is answered with
+    ``done`` once every stream before it has ended."""
+
+    def __init__(self, synth: SageMakerSynthesizer) -> None:
+        self.synth = synth
+        self._order: queue.Queue[Any] = queue.Queue()  # each request's replies, or _END
+        self._current: queue.Queue[Any] | None = None
+        self._bodies: list[Any] = []
+        self._lock = threading.Lock()
+        self._ended = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        match message:
+            case {"type": p.SPEAK}:
+                replies: queue.Queue[Any] = queue.Queue()
+                self._order.put(replies)
+                threading.Thread(
+                    target=self._request,
+                    args=(message, replies),
+                    daemon=True,
+                    name="voicecli-sagemaker-request",
+                ).start()
+            case {"type": p.END}:
+                self._order.put(_END)
+            case _:
+                pass  # a cancel: see ``cancel``
+
+    def _request(self, message: dict[str, Any], replies: queue.Queue[Any]) -> None:
+        synth = self.synth
         try:
-            return q.get(timeout=POLL)
+            body = synth._invoke(message)
+            with self._lock:
+                if self._ended:
+                    body.close()
+                    return
+                self._bodies.append(body)
+            for frame in read_response_stream(body):
+                replies.put(frame)
+            replies.put(_END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the receiving thread
+            replies.put(
+                VoiceCliError(f"The {synth.where} sent a malformed stream: {exc}.")
+                if isinstance(exc, p.ProtocolError)
+                else explain_aws_error(exc, synth.endpoint_name, synth.region)
+            )
+
+    def receive(self, timeout: float) -> str | bytes | None:
+        if self._current is None:
+            try:
+                item = self._order.get(timeout=timeout)
+            except queue.Empty:
+                return None
+            if item is _END:
+                return p.encode_json(p.control(p.DONE))
+            self._current = item
+        try:
+            reply = self._current.get(timeout=timeout)
         except queue.Empty:
-            continue
-    return None
+            return None
+        if reply is _END:
+            self._current = None
+            return None
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def cancel(self) -> None:
+        """Closing the open stream is what the container notices and stops for."""
+        self.end()
+
+    def end(self) -> None:
+        with self._lock:
+            self._ended = True
+            bodies, self._bodies = self._bodies, []
+        for body in bodies:
+            body.close()

@@ -17,17 +17,12 @@ import queue
 import re
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from voicecli import protocol as p
-from voicecli.cancel import POLL, CancelToken
 from voicecli.errors import VoiceCliError
-from voicecli.frames import AudioChunk, Sentence
-from voicecli.timeline import Timeline
 from voicecli.tts.aws_errors import explain_code
-from voicecli.tts.remote_turn import TurnState, explain_error
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +55,11 @@ class BidiConnection:
         *,
         endpoint_url: str | None = None,
         where: str,
-        read_timeout: float = 60.0,
     ) -> None:
         self.endpoint_name = endpoint_name
         self.region = region
         self.url = endpoint_url or default_endpoint(region)
         self.where = where
-        self.read_timeout = read_timeout  # silence allowed while sentences are unanswered
         self._credentials = credentials
         self._client: Any = None
         self._sessions: set[concurrent.futures.Future[None]] = set()
@@ -76,82 +69,16 @@ class BidiConnection:
         )
         self._thread.start()
 
-    def turn(
-        self,
-        sentences: Iterable[Sentence],
-        cancel: CancelToken,
-        timeline: Timeline,
-        voice: str | None,
-        speed: float | None,
-        max_in_flight: int,
-    ) -> Iterator[AudioChunk]:
-        turn = TurnState(timeline, self.where, max_in_flight)
-        replies: queue.Queue[Any] = queue.Queue()
-        outgoing: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-
-        def put(message: dict[str, Any] | None) -> None:
-            self._loop.call_soon_threadsafe(outgoing.put_nowait, message)
-
-        session = asyncio.run_coroutine_threadsafe(self._stream(outgoing, replies), self._loop)
+    def open_turn(self) -> _BidiTransport:
+        """One turn's stream on this connection."""
+        transport = _BidiTransport(self)
+        session = asyncio.run_coroutine_threadsafe(
+            self._stream(transport.outgoing, transport.replies), self._loop
+        )
         self._sessions.add(session)
         session.add_done_callback(self._sessions.discard)
-        session.add_done_callback(lambda done: _report(done, replies))
-
-        def send_all() -> None:
-            try:
-                for message in turn.requests(sentences, cancel, voice, speed):
-                    put(message)
-                if not cancel.cancelled:
-                    put(p.control(p.END))
-            except BaseException as exc:  # noqa: BLE001 - e.g. the LLM source failed: re-raised
-                replies.put(exc)
-
-        threading.Thread(target=send_all, name="voicecli-bidi-send", daemon=True).start()
-
-        def send_cancel() -> None:
-            # `cancel` stops the container's synthesis whatever SageMaker does with the
-            # container's WebSocket once our side has ended, which AWS does not document.
-            # (Cancelling the task instead would leave the CRT resolving futures that are gone.)
-            put(p.control(p.CANCEL))
-            put(None)
-
-        cancel.on_cancel(send_cancel)
-        quiet_since = time.monotonic()
-        try:
-            while not turn.done:
-                try:
-                    reply = replies.get(timeout=POLL)
-                except queue.Empty:
-                    if cancel.cancelled:
-                        return
-                    if turn.in_flight == 0:
-                        quiet_since = time.monotonic()
-                    elif time.monotonic() - quiet_since > self.read_timeout:
-                        raise VoiceCliError(
-                            f"The {self.where} sent nothing for {self.read_timeout:g} s. "
-                            "It may be overloaded or stuck."
-                        ) from None
-                    continue
-                if cancel.cancelled:
-                    return
-                quiet_since = time.monotonic()
-                if reply is _END:
-                    raise VoiceCliError(
-                        f"The {self.where} ended the stream before answering every sentence."
-                    )
-                if isinstance(reply, BaseException):
-                    raise self.explain(reply) from None
-                try:
-                    message = p.decode_server_frame(reply)
-                except p.ProtocolError as exc:
-                    raise VoiceCliError(
-                        explain_error({"code": exc.code, "message": exc.message}, self.where)
-                    ) from None
-                chunk = turn.handle(message)
-                if chunk is not None and not cancel.cancelled:
-                    yield chunk
-        finally:
-            put(None)  # close our side; the runtime then ends the response
+        session.add_done_callback(lambda done: _report(done, transport.replies))
+        return transport
 
     async def _stream(self, outgoing: asyncio.Queue[Any], replies: queue.Queue[Any]) -> None:
         from aws_sdk_sagemaker_runtime_http2.models import (
@@ -214,6 +141,10 @@ class BidiConnection:
             self._client = AsyncSageMakerRuntimeHTTP2Client(config=config)
         return self._client
 
+    def post(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn`` on the connection's loop (from any thread)."""
+        self._loop.call_soon_threadsafe(fn, *args)
+
     def explain(self, exc: BaseException) -> VoiceCliError:
         return explain_bidi_error(exc, self.where, self.url)
 
@@ -231,6 +162,45 @@ class BidiConnection:
                 log.debug("closing the bidirectional client failed", exc_info=True)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+
+
+class _BidiTransport:
+    """One turn's stream on the connection: messages go out through the loop's queue,
+    frames (and the stream's end, or why it failed) come back through a thread's."""
+
+    def __init__(self, connection: BidiConnection) -> None:
+        self.connection = connection
+        self.replies: queue.Queue[Any] = queue.Queue()
+        self.outgoing: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    def _put(self, message: dict[str, Any] | None) -> None:
+        self.connection.post(self.outgoing.put_nowait, message)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._put(message)
+
+    def receive(self, timeout: float) -> str | bytes | None:
+        try:
+            reply = self.replies.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if reply is _END:
+            raise VoiceCliError(
+                f"The {self.connection.where} ended the stream before answering every sentence."
+            )
+        if isinstance(reply, BaseException):
+            raise self.connection.explain(reply) from None
+        return reply
+
+    def cancel(self) -> None:
+        # `cancel` stops the container's synthesis whatever SageMaker does with the
+        # container's WebSocket once our side has ended, which AWS does not document.
+        # (Cancelling the task instead would leave the CRT resolving futures that are gone.)
+        self._put(p.control(p.CANCEL))
+        self._put(None)
+
+    def end(self) -> None:
+        self._put(None)  # close our side; the runtime then ends the response
 
 
 def _report(session: Any, replies: queue.Queue[Any]) -> None:

@@ -340,7 +340,7 @@ def test_cancel_stops_within_one_part(tiny_synth, every_few_frames):
 def test_a_bad_mode_is_a_clear_error(tiny_model_dir):
     from voicecli.errors import VoiceCliError
 
-    with pytest.raises(VoiceCliError, match="phrases or sentence"):
+    with pytest.raises(VoiceCliError, match="use phrases, sentence"):
         KokoroSynthesizer(voice="af_tiny", model_dir=tiny_model_dir, mode="windows")
 
 

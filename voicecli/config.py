@@ -1,18 +1,70 @@
-"""One settings object: defaults < config file < environment < flags."""
+"""One settings object: defaults < config file < environment < flags; the values an
+option may take, as enums that config, the CLI and the engine all use."""
 
 from __future__ import annotations
 
 import functools
 import os
 import tomllib
+import types
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, TypeVar, get_args, get_type_hints
 
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
 
 DEFAULT_CONFIG_PATH = Path("~/.config/voicecli/config.toml")
+
+
+class Synthesis(StrEnum):
+    PHRASES = "phrases"  # a sentence decoded in phrases, when that avoids silence
+    SENTENCE = "sentence"  # always whole: Kokoro exactly, with float32
+
+
+class Precision(StrEnum):
+    """The Kokoro decoder's convolutions."""
+
+    AUTO = "auto"  # bfloat16 where the CPU computes it natively
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+
+
+class SageMakerAPI(StrEnum):
+    AUTO = "auto"  # the bidirectional stream where its package is installed
+    BIDIRECTIONAL = "bidirectional"
+    RESPONSE_STREAM = "response-stream"
+
+
+class CodeReading(StrEnum):
+    """How code in a reply is spoken."""
+
+    PLACEHOLDER = "placeholder"  # "some code", or its short name
+    SKIP = "skip"
+    READ = "read"
+
+
+class LLMChoice(StrEnum):
+    AUTO = "auto"  # the embedded model unless a server or key is set
+    LOCAL = "local"
+    OPENAI = "openai"
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def choices(kind: type[Enum]) -> list[str]:
+    return [str(member.value) for member in kind]
+
+
+def parse_choice(kind: type[E], value: Any, what: str) -> E:
+    """``value`` as a ``kind``; a VoiceCliError naming the choices otherwise."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise VoiceCliError(f"{what} {value!r}: use {', '.join(choices(kind))}.") from None
 
 
 @dataclass
@@ -22,15 +74,14 @@ class Settings:
     speed: float = 1.0
     lang: str | None = None  # KPipeline lang_code; None: from the voice's first letter
     model_dir: Path | None = None  # local Kokoro files; None: the hub at a pinned revision
-    synthesis: str = "phrases"  # phrases: cut a sentence at pauses when that avoids silence
+    synthesis: Synthesis = Synthesis.PHRASES
     synth_threads: int | None = None  # torch threads for local Kokoro; None: torch's default
-    # The Kokoro decoder's convolutions: auto takes bfloat16 where the CPU has it natively.
-    synth_precision: str = "auto"
+    synth_precision: Precision = Precision.AUTO
     # Remote synthesis (SageMaker endpoint, or a local `voicecli serve`)
     sagemaker_endpoint: str | None = None
     region: str | None = None
     endpoint_url: str | None = None  # ws://HOST:PORT; with sagemaker_endpoint, the runtime's URL
-    sagemaker_api: str = "auto"  # auto | bidirectional | response-stream
+    sagemaker_api: SageMakerAPI = SageMakerAPI.AUTO
     # The resident engine: Kokoro and the embedded LLM stay loaded in one background
     # process per user, and say and chat become its clients (voicecli engine --help).
     engine: bool = True
@@ -61,9 +112,9 @@ class Settings:
     # Text handoff
     buffered: bool = False  # release text only when the reply or input is complete
     fast_first: bool = True  # cut the first chunk of a chat reply at a clause boundary
-    code: str = "placeholder"  # how code is spoken: placeholder | skip | read
+    code: CodeReading = CodeReading.PLACEHOLDER
     # LLM
-    llm: str = "auto"  # auto | local | openai
+    llm: LLMChoice = LLMChoice.AUTO
     base_url: str | None = None
     api_key: str | None = None
     model: str = "gpt-4o-mini"
@@ -103,34 +154,67 @@ def _field_types() -> dict[str, Any]:
     return {f.name: hints[f.name] for f in fields(Settings)}
 
 
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    lowered = str(value).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{value!r} is not true or false")
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    return float(value)
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str | int | float):
+        raise ValueError(f"{value!r} is not text")
+    return str(value)
+
+
+_CONVERT: dict[type, Callable[[Any], Any]] = {
+    Path: lambda value: Path(str(value)).expanduser(),
+    bool: _flag,
+    float: _number,
+    int: _whole,
+    str: _text,
+}
+
+
+def _converter(kind: Any) -> Callable[[Any], Any]:
+    """How a value from a file, the environment or a flag becomes a field of type
+    ``kind`` (``X | None`` converts as ``X``)."""
+    if isinstance(kind, types.UnionType):
+        (kind,) = (arg for arg in get_args(kind) if arg is not type(None))
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        enum = kind
+
+        def member(value: Any) -> Enum:
+            try:
+                return enum(value)
+            except ValueError:
+                raise ValueError(f"{value!r}: use {', '.join(choices(enum))}") from None
+
+        return member
+    return _CONVERT[kind]
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
-    kind = _field_types()[name]
-    text = str(kind)
     if value is None:
         return None
     try:
-        if "Path" in text:
-            return Path(str(value)).expanduser()
-        if "bool" in text:
-            if isinstance(value, bool):
-                return value
-            lowered = str(value).strip().lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(f"{value!r} is not true or false")
-        if "float" in text:
-            if isinstance(value, bool):
-                raise ValueError("a boolean is not a number")
-            return float(value)
-        if "int" in text:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(f"{value!r} is not a whole number")
-            return int(value)
-        if not isinstance(value, str | int | float):
-            raise ValueError(f"{value!r} is not text")
-        return str(value)
+        return _converter(_field_types()[name])(value)
     except (TypeError, ValueError) as exc:
         raise VoiceCliError(f"Setting {name!r} from {source}: {exc}.") from None
 
@@ -208,20 +292,9 @@ RANGES: dict[str, tuple[float, float]] = {
     "listen_hangover": (0.1, 5.0),
     "max_utterance": (1.0, 120.0),
 }
-CHOICES: dict[str, tuple[str, ...]] = {
-    "synthesis": ("phrases", "sentence"),
-    "synth_precision": ("auto", "float32", "bfloat16"),
-    "sagemaker_api": ("auto", "bidirectional", "response-stream"),
-    "code": ("placeholder", "skip", "read"),
-    "llm": ("auto", "local", "openai"),
-}
 
 
 def validate(s: Settings) -> None:
-    for name, choices in CHOICES.items():
-        value = vars(s)[name]
-        if value not in choices:
-            raise VoiceCliError(f"Setting {name}={value!r}: use {', '.join(choices)}.")
     for name, (low, high) in RANGES.items():
         value = vars(s)[name]
         if value is not None and not low <= value <= high:  # NaN fails too

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from voicecli.cancel import POLL, CancelToken
+from voicecli.config import CodeReading
 from voicecli.errors import VoiceCliError
 from voicecli.frames import AudioSink, Sentence, Synthesizer
 from voicecli.heard import heard_text
@@ -51,7 +52,7 @@ class TurnOptions:
     buffered: bool = False  # release text only once the source is complete
     fast_first: bool = False  # cut the first chunk early at a clause boundary
     newline_is_boundary: bool = False  # piped text: every line is a unit
-    code: str = "placeholder"  # how code is spoken
+    code: CodeReading = CodeReading.PLACEHOLDER
     max_sentences_ahead: int = 32
 
 

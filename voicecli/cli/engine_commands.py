@@ -10,6 +10,7 @@ import click
 
 from voicecli import display
 from voicecli.cli.options import config_option, settings_from, user_errors, verbose_option
+from voicecli.config import Precision, Synthesis, choices
 
 
 @click.group()
@@ -22,10 +23,8 @@ _engine_options = (
     click.option("--voice", help="Default voice (each request may name its own)."),
     click.option("--lang", help="Kokoro language code."),
     click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path)),
-    click.option("--synthesis", type=click.Choice(["phrases", "sentence"])),
-    click.option(
-        "--precision", "synth_precision", type=click.Choice(["auto", "float32", "bfloat16"])
-    ),
+    click.option("--synthesis", type=click.Choice(choices(Synthesis))),
+    click.option("--precision", "synth_precision", type=click.Choice(choices(Precision))),
     click.option(
         "--idle",
         "engine_idle",

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from voicecli import config, display
+from voicecli.config import LLMChoice, Precision, SageMakerAPI, Synthesis, choices
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
 
@@ -52,14 +53,14 @@ synthesis_options = _group(
     ),
     click.option(
         "--synthesis",
-        type=click.Choice(["phrases", "sentence"]),
+        type=click.Choice(choices(Synthesis)),
         help="phrases: decode a sentence in phrases when that avoids silence (default); "
         "sentence: always whole (exact Kokoro with --precision float32).",
     ),
     click.option(
         "--precision",
         "synth_precision",
-        type=click.Choice(["auto", "float32", "bfloat16"]),
+        type=click.Choice(choices(Precision)),
         help="The Kokoro decoder's convolutions: auto takes bfloat16 (about 1.5x faster, "
         "33 dB from float32) where the CPU computes it natively.",
     ),
@@ -79,7 +80,7 @@ synthesis_options = _group(
     ),
     click.option(
         "--sagemaker-api",
-        type=click.Choice(["auto", "bidirectional", "response-stream"]),
+        type=click.Choice(choices(SageMakerAPI)),
         help="auto: the bidirectional stream where its package is installed (Python 3.12+), "
         "else one response stream per sentence.",
     ),
@@ -142,7 +143,7 @@ llm_options = _group(
 conversation_options = _group(
     click.option(
         "--llm",
-        type=click.Choice(["auto", "local", "openai"]),
+        type=click.Choice(choices(LLMChoice)),
         default=None,
         help="auto: the embedded model unless a server or key is set.",
     ),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from voicecli import __version__
-from voicecli.config import Settings
+from voicecli.config import Precision, Settings, Synthesis
 from voicecli.tts.voices import VoiceSpec
 
 IDENTITY_FLAG = "--identity"
@@ -42,8 +42,8 @@ class EngineIdentity:
         return cls(
             model_dir=_resolved(settings.model_dir),
             lang=(settings.lang or VoiceSpec.parse(settings.voice).lang_code).lower(),
-            synthesis=str(settings.synthesis),
-            precision=str(settings.synth_precision),
+            synthesis=Synthesis(settings.synthesis).value,
+            precision=Precision(settings.synth_precision).value,
             synth_threads=settings.synth_threads,
             llm_model_path=_resolved(settings.llm_model_path),
             llm_threads=settings.llm_threads,
@@ -71,8 +71,8 @@ class EngineIdentity:
             settings,
             model_dir=Path(self.model_dir) if self.model_dir else None,
             lang=self.lang,
-            synthesis=self.synthesis,
-            synth_precision=self.precision,
+            synthesis=Synthesis(self.synthesis),
+            synth_precision=Precision(self.precision),
             synth_threads=self.synth_threads,
             llm_model_path=Path(self.llm_model_path) if self.llm_model_path else None,
             llm_threads=self.llm_threads,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from voicecli.config import Settings
+from voicecli.config import LLMChoice, Settings
 from voicecli.errors import VoiceCliError
 from voicecli.llm.contract import LLM
 from voicecli.llm.openai_chat import OpenAIChat
@@ -11,8 +11,8 @@ from voicecli.llm.openai_chat import OpenAIChat
 
 def uses_embedded_llm(settings: Settings) -> bool:
     """Whether the embedded model answers: asked for, or no server or key configured."""
-    if settings.llm == "local" or (
-        settings.llm == "auto" and not settings.base_url and not settings.api_key
+    if settings.llm == LLMChoice.LOCAL or (
+        settings.llm == LLMChoice.AUTO and not settings.base_url and not settings.api_key
     ):
         return True
     if not settings.base_url and not settings.api_key:

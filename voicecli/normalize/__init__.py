@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
+from voicecli.config import CodeReading, parse_choice
 from voicecli.normalize.addresses import addresses_to_words
-from voicecli.normalize.code import CodeMode, code_to_text, restore_code
+from voicecli.normalize.code import code_to_text, restore_code
 from voicecli.normalize.markdown import markup_to_text
 from voicecli.normalize.numbers import numbers_to_words
 from voicecli.normalize.tidy import (
@@ -24,23 +25,20 @@ from voicecli.normalize.tidy import (
     tidy,
 )
 
-_CODE_MODES = ("placeholder", "skip", "read")
-
 NO_WORDS = "Nothing to say: the text has no speakable words (only markup, symbols or code)."
 
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
 
-def speakable(text: str, *, code: CodeMode = "placeholder") -> str:
+def speakable(text: str, *, code: str = CodeReading.PLACEHOLDER) -> str:
     """What TTS should say for one displayed unit; "" if there is nothing to say.
 
     ``code`` decides what happens to code: "placeholder" says that there is code (and the
     name of a short, word-like inline snippet), "skip" drops it, "read" reads it verbatim.
     """
-    if code not in _CODE_MODES:
-        raise ValueError(f"code must be one of {_CODE_MODES}, not {code!r}")
+    reading = parse_choice(CodeReading, code, "Reading code as")
     try:
-        return _speakable(text, code)
+        return _speakable(text, reading)
     except Exception:  # a rendering rule must never cost the user the speech
         return _last_resort(text)
 
@@ -53,7 +51,7 @@ def bounded(text: str) -> str:
     return text if WORD_CHAR.search(text) else ""
 
 
-def _speakable(text: str, code: CodeMode) -> str:
+def _speakable(text: str, code: CodeReading) -> str:
     protected: list[str] = []
     ending = terminal_of(text)
     # Private-use characters are unspeakable, and the protection markers use them.

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Literal
 
-CodeMode = Literal["placeholder", "skip", "read"]
+from voicecli.config import CodeReading
 
 # Protected spans (code read verbatim) hide behind private-use characters, which no rule
 # below matches and \w does not count as content.
@@ -60,11 +59,11 @@ _LANGUAGES = {
 _WORDLIKE_CODE = re.compile(r"[\w.\-/@+#:]{1,32}(?:\(\))?(?: [\w.\-/@+#:]{1,32}){0,2}")
 
 
-def _fenced_code(m: re.Match[str], mode: CodeMode, protect: Callable[[str], str]) -> str:
+def _fenced_code(m: re.Match[str], mode: CodeReading, protect: Callable[[str], str]) -> str:
     body = m.group("body").strip("\n")
-    if not body.strip() or mode == "skip":
+    if not body.strip() or mode == CodeReading.SKIP:
         return "\n"
-    if mode == "read":
+    if mode == CodeReading.READ:
         return f"\n{BLOCK}{protect(body)}\n"
     info = m.group("info").strip().split(maxsplit=1)
     language = _LANGUAGES.get(info[0].lower().lstrip("{.").rstrip("}")) if info else None
@@ -72,11 +71,11 @@ def _fenced_code(m: re.Match[str], mode: CodeMode, protect: Callable[[str], str]
     return f"\n{BLOCK}{said}\n"
 
 
-def _inline_code(content: str, mode: CodeMode, protect: Callable[[str], str]) -> str:
+def _inline_code(content: str, mode: CodeReading, protect: Callable[[str], str]) -> str:
     content = content.strip()
-    if mode == "skip" or not content:
+    if mode == CodeReading.SKIP or not content:
         return ""
-    if mode == "read":
+    if mode == CodeReading.READ:
         return protect(content)
     if _WORDLIKE_CODE.fullmatch(content):
         name = content.removesuffix("()")
@@ -94,7 +93,7 @@ _FENCE = re.compile(
 _INLINE_CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 
 
-def code_to_text(text: str, mode: CodeMode, protected: list[str]) -> str:
+def code_to_text(text: str, mode: CodeReading, protected: list[str]) -> str:
     """Fenced blocks, then inline spans; verbatim code goes into ``protected``, and a
     marker stands for it until ``restore_code``."""
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from voicecli import protocol as p
+from voicecli.config import SageMakerAPI, parse_choice
 from voicecli.errors import VoiceCliError
 from voicecli.tts import sagemaker_bidi
 from voicecli.tts.aws_errors import explain_aws_error
@@ -34,9 +35,6 @@ from voicecli.tts.remote_turn import RemoteSynthesizer, Transport
 log = logging.getLogger(__name__)
 
 _END = object()  # a response stream finished
-
-AUTO, BIDIRECTIONAL, RESPONSE_STREAM = "auto", "bidirectional", "response-stream"
-APIS = (AUTO, BIDIRECTIONAL, RESPONSE_STREAM)
 
 
 class SageMakerSynthesizer(RemoteSynthesizer):
@@ -50,7 +48,7 @@ class SageMakerSynthesizer(RemoteSynthesizer):
         speed: float | None = None,
         *,
         endpoint_url: str | None = None,
-        api: str = AUTO,
+        api: str = SageMakerAPI.AUTO,
         max_in_flight: int = p.MAX_IN_FLIGHT,
         max_attempts: int = 3,
         read_timeout: float = 60.0,
@@ -63,18 +61,16 @@ class SageMakerSynthesizer(RemoteSynthesizer):
         super().__init__(voice, speed)
         self.max_in_flight = max_in_flight
         self.read_timeout = read_timeout
-        if api not in APIS:
-            raise VoiceCliError(f"Unknown SageMaker API {api!r}: use one of {', '.join(APIS)}.")
-        if api == BIDIRECTIONAL and not sagemaker_bidi.available():
+        chosen = parse_choice(SageMakerAPI, api, "SageMaker API")
+        if chosen is SageMakerAPI.BIDIRECTIONAL and not sagemaker_bidi.available():
             raise VoiceCliError(
                 "The bidirectional SageMaker API needs Python 3.12+ and "
                 "`pip install 'voicecli[bidi]'` (aws-sdk-sagemaker-runtime-http2)."
             )
-        self.api = (
-            (BIDIRECTIONAL if sagemaker_bidi.available() else RESPONSE_STREAM)
-            if api == AUTO
-            else api
-        )
+        if chosen is SageMakerAPI.AUTO:
+            available = sagemaker_bidi.available()
+            chosen = SageMakerAPI.BIDIRECTIONAL if available else SageMakerAPI.RESPONSE_STREAM
+        self.api = chosen
         try:
             import boto3
             from botocore.config import Config
@@ -98,7 +94,7 @@ class SageMakerSynthesizer(RemoteSynthesizer):
             raise explain_aws_error(exc, endpoint_name, region) from None
         self.where = f"SageMaker endpoint {endpoint_name!r} ({self.region})"
         self._bidi: sagemaker_bidi.BidiConnection | None = None
-        if self.api == BIDIRECTIONAL:
+        if self.api is SageMakerAPI.BIDIRECTIONAL:
             self._bidi = sagemaker_bidi.BidiConnection(
                 endpoint_name,
                 self._client.meta.region_name,  # set: boto3 has refused to go without one

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from voicecli.config import Precision, parse_choice
 from voicecli.errors import VoiceCliError
 from voicecli.frames import SAMPLE_RATE
 from voicecli.tts.kokoro import torch_thread
@@ -67,7 +68,6 @@ WORD_BREAKS = frozenset(" ,;:—….!?")
 # Frames the audio takes to die away once the energy falls below silence: 6 frames on,
 # the real weights' output is at the -70 dB of Kokoro's own silences.
 SPEECH_DECAY = 6
-PRECISIONS = ("auto", "float32", "bfloat16")
 
 
 def native_bfloat16() -> bool:
@@ -80,14 +80,13 @@ def native_bfloat16() -> bool:
         return False
 
 
-def resolve_precision(precision: str) -> str:
+def resolve_precision(precision: str) -> Precision:
     """``float32`` or ``bfloat16`` for the decoder's convolutions: ``auto`` takes
     bfloat16 where the CPU has it natively."""
-    if precision not in PRECISIONS:
-        raise VoiceCliError(f"Precision {precision!r}: use {', '.join(PRECISIONS)}.")
-    if precision == "auto":
-        return "bfloat16" if native_bfloat16() else "float32"
-    return precision
+    chosen = parse_choice(Precision, precision, "Precision")
+    if chosen is Precision.AUTO:
+        return Precision.BFLOAT16 if native_bfloat16() else Precision.FLOAT32
+    return chosen
 
 
 @dataclass
@@ -434,7 +433,7 @@ class StagedKokoro:
             setattr(parent, name, _Conv(child, self._state))
 
     def prepare(
-        self, phonemes: str, pack: Any, speed: float, precision: str = "float32"
+        self, phonemes: str, pack: Any, speed: float, precision: str = Precision.FLOAT32
     ) -> PreparedText:
         """The text stages and the decoder's front for ``phonemes`` (at most 510).
         ``precision`` is the front's convolutions' (resolved: float32 or bfloat16); the
@@ -480,7 +479,7 @@ class StagedKokoro:
     @contextmanager
     def _convolutions(self, precision: str) -> Iterator[None]:
         """The decoder's convolutions (``_Conv``) in ``precision`` within the block."""
-        self._state.bfloat16 = precision == "bfloat16"
+        self._state.bfloat16 = precision == Precision.BFLOAT16
         try:
             yield
         finally:
@@ -515,7 +514,7 @@ class StagedKokoro:
         end: int,
         stats: Statistics | None = None,
         extra: int = 0,
-        precision: str = "float32",
+        precision: str = Precision.FLOAT32,
     ) -> np.ndarray:
         """Samples of generator frames [start, end) of ``utt``, and ``extra`` samples after
         them (from the right context) if the utterance goes on. Without ``stats`` the
@@ -576,7 +575,7 @@ class PartDecoder:
         utt: PreparedText,
         stats: Statistics,
         start: int = 0,
-        precision: str = "float32",
+        precision: str = Precision.FLOAT32,
     ) -> None:
         self.stages = engine
         self.utt = utt

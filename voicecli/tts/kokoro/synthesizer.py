@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from voicecli.cancel import CancelToken
+from voicecli.config import Synthesis, parse_choice
 from voicecli.errors import VoiceCliError
 from voicecli.frames import (
     SAMPLE_RATE,
@@ -57,7 +58,6 @@ from voicecli.tts.voices import INSTALLED_LANGS, LANGUAGES, VoiceSpec
 
 log = logging.getLogger(__name__)
 
-SYNTHESIS_MODES = ("phrases", "sentence")
 # Phonemes prepared at once, at most. Kokoro takes 510, but its text stages cannot be
 # interrupted and cost 0.1 s + 3.3 ms per phoneme here (1.8 s for 500): while they
 # run, a server's other listeners wait. 150 (about 9 s of speech, 0.6 s to prepare)
@@ -234,7 +234,7 @@ class KokoroSpeaker:
             if cancel is not None and cancel.cancelled:
                 return
             ahead = self.playhead.ahead()
-            if synth.mode == "sentence":
+            if synth.mode is Synthesis.SENTENCE:
                 cut = Cut(utt.frames, CutKind.END)
             else:
                 cut = self.plan.next_cut(
@@ -296,7 +296,7 @@ class KokoroSpeaker:
         with the planner's margin: a pause that the voice plans rather than a stall."""
         fresh, self._fresh = self._fresh, False
         frames = utt.frames
-        if self.synth.mode == "sentence":
+        if self.synth.mode is Synthesis.SENTENCE:
             return _Layout(0, 0, 0, frames, frames, ())
         onset, speech_end = utt.speech()
         pauses = tuple(p for p in utt.pauses() if p < speech_end)
@@ -427,9 +427,7 @@ class KokoroSynthesizer:
         threads: int | None = None,
         precision: str = "auto",
     ) -> None:
-        if mode not in SYNTHESIS_MODES:
-            raise VoiceCliError(f"Synthesis mode {mode!r}: use {' or '.join(SYNTHESIS_MODES)}.")
-        self.mode = mode
+        self.mode = parse_choice(Synthesis, mode, "Synthesis mode")
         self.precision = resolve_precision(precision)
         self.speed = check_speed(speed)
         self.spec = VoiceSpec.parse(voice)

@@ -142,13 +142,30 @@ def test_user_errors_are_one_clear_line(tmp_path):
     empty.write_text("   [[pause 1]]  ")
     result = invoke("--text-file", str(empty), "--no-play", "--output-dir", str(tmp_path))
     assert result.exit_code == 1 and "empty" in result.output
-    result = invoke("--load", "1,x", "--output-dir", str(tmp_path))
+    result = invoke("load", "1,x", "--output-dir", str(tmp_path))
     assert result.exit_code == 1 and "--load" in result.output
     result = invoke(
-        "--load", "1", "--endpoint-url", "ws://10.1.2.3:8080", "--output-dir", str(tmp_path)
+        "load", "1", "--endpoint-url", "ws://10.1.2.3:8080", "--output-dir", str(tmp_path)
     )
     assert result.exit_code == 1 and "loopback" in result.output
     assert "Traceback" not in result.output
+
+
+def test_each_bench_is_a_command_of_its_own_and_two_at_once_are_refused(tmp_path):
+    listed = invoke("--help").output.split("Commands:")[1].split()
+    for name in ("startup", "listen", "browser", "quality", "load", "isolation", "soak",
+                 "turn-taking", "barge-in"):  # fmt: skip
+        assert name in listed
+    # The old mode flags: two at once is an error, not the first silently winning.
+    result = CliRunner().invoke(bench, ["--startup", "--listen"])
+    assert result.exit_code == 2 and "--startup and --listen: one bench at a time" in result.output
+    # A command's options follow it; the A/B's before it are refused, not ignored.
+    result = CliRunner().invoke(bench, ["--trials", "2", "startup"])
+    assert result.exit_code == 2 and "--trials before `startup`" in result.output
+    # An old flag still runs its bench, with a note of the new command.
+    result = invoke("--load", "1,x", "--output-dir", str(tmp_path))
+    assert "`voicecli bench --load` is now `voicecli bench load`" in result.output
+    assert result.exit_code == 1 and "--load '1,x'" in result.output
 
 
 # --- pieces -------------------------------------------------------------------------------
@@ -226,9 +243,9 @@ def test_load_drives_a_real_server(tiny_model_dir, tmp_path):
     out = tmp_path / "out"
     before = {t.name for t in threading.enumerate()}
     result = invoke(
-        "--load",
+        "load",
         "1,2",
-        "--load-turns",
+        "--turns",
         "1",
         "--text-file",
         str(text),
@@ -262,7 +279,7 @@ def test_a_server_whose_model_cannot_load_is_reported_at_once(tmp_path):
     empty = tmp_path / "no-weights"
     empty.mkdir()
     started = time.monotonic()
-    result = invoke("--load", "1", "--scenario", "short", "--output-dir", str(tmp_path / "out"),
+    result = invoke("load", "1", "--scenario", "short", "--output-dir", str(tmp_path / "out"),
                     "--model-dir", str(empty), "--voice", "af_tiny")  # fmt: skip
     assert result.exit_code != 0
     assert "could not load" in result.output and "Traceback" not in result.output
@@ -277,7 +294,7 @@ def test_isolation_measures_a_healthy_client_beside_each_hostile_one(tiny_model_
     text.write_text("Hello there, friend. See you soon.")
     out = tmp_path / "out"
     result = invoke(
-        "--isolation", "--trials", "1", "--random-requests", "100", "--text-file", str(text),
+        "isolation", "--rounds", "1", "--random-requests", "100", "--text-file", str(text),
         "--tokens-per-second", "400", "--output-dir", str(out), "--trial-timeout", "120",
         *tiny(tiny_model_dir),
     )  # fmt: skip
@@ -297,7 +314,7 @@ def test_isolation_measures_a_healthy_client_beside_each_hostile_one(tiny_model_
 
 @pytest.mark.long
 def test_a_soak_of_long_and_odd_texts_leaves_the_server_near_its_baseline(real_model_dir, tmp_path):
-    """The short form of ``bench --soak``, on the real weights: one pass over its odd
+    """The short form of ``bench soak``, on the real weights: one pass over its odd
     texts. Before the server bounded them, 1999 dots were 61 s of audio and took a
     process to 3.5 GB."""
     pytest.importorskip("uvicorn", reason="voicecli serve needs the server extra")

@@ -144,7 +144,7 @@ def test_transcribe_says_nothing_of_silence_or_noise(tmp_path):
 
 
 def test_espeak_speech_is_transcribed(transcriber):
-    """bench --listen judges the recognizer on eSpeak NG's voice (libespeak-ng from the
+    """bench listen judges the recognizer on eSpeak NG's voice (libespeak-ng from the
     espeakng-loader wheel, through its C API)."""
     from voicecli.audio.resample import Resampler
     from voicecli.bench.espeak import Espeak
@@ -235,7 +235,7 @@ def test_a_click_or_a_breath_is_not_a_turn(utterances):
     assert not has_speech(np.concatenate([silence(1.0), burst, silence(1.0)]))
 
 
-# --- bench --turn-taking's rules ------------------------------------------------------
+# --- bench turn-taking's rules ------------------------------------------------------
 def test_the_text_cue_reads_complete_sentences():
     from voicecli.bench.turn_taking import complete
 

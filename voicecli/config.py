@@ -130,7 +130,7 @@ class Settings:
     # Reporting
     timings: bool = False
     # Append each turn's timeline (monotonic timestamps) to this file as a JSON line:
-    # how `bench --startup` learns when a separate process's first sound played.
+    # how `bench startup` learns when a separate process's first sound played.
     timeline_file: Path | None = None
     verbose: bool = False
     log_file: Path | None = None

@@ -1,4 +1,4 @@
-"""``voicecli bench --barge-in``: talking over a reply played on speakers, measured at the
+"""``voicecli bench barge-in``: talking over a reply played on speakers, measured at the
 devices.
 
 A virtual room (``bench/room.py``): the assistant's replies play on its speakers and
@@ -345,7 +345,7 @@ def _speech_level(said: list[np.ndarray]) -> float:
 def report_lines(result: dict[str, Any]) -> list[str]:
     quiet = result["quiet"]
     lines = [
-        "voicecli bench --barge-in: replies on speakers whose echo reaches the microphone "
+        "voicecli bench barge-in: replies on speakers whose echo reaches the microphone "
         f"({quiet['echo_vs_user_db']:+.1f} dB against the user), echo cancelled",
         f"  nobody speaking: {quiet['assistant_seconds'] / 60:.1f} min of replies, "
         f"{quiet['false_barge_ins']} false barge-ins "

@@ -1,4 +1,4 @@
-"""``voicecli bench --browser``: the terminal bench's A/B (streaming against buffered,
+"""``voicecli bench browser``: the terminal bench's A/B (streaming against buffered,
 the same scripted reply, voice and model, modes alternated) measured in a real headless
 Chromium on ``voicecli web``, at the browser's audio output.
 
@@ -111,7 +111,7 @@ def chromium(env: dict[str, str] | None = None) -> Iterator[Any]:
         from playwright.sync_api import Error, sync_playwright
     except ImportError:
         raise VoiceCliError(
-            "bench --browser needs Playwright: pip install 'voicecli[browser]'."
+            "bench browser needs Playwright: pip install 'voicecli[browser]'."
         ) from None
     executable = find_chromium()
     with sync_playwright() as pw:
@@ -253,7 +253,7 @@ def report_lines(run: dict[str, Any]) -> list[str]:
     summary = run["summary"]
     modes = summary["modes"]
     lines = [
-        f"voicecli bench --browser: {run['scenario']}, voice {run['voice']}, "
+        f"voicecli bench browser: {run['scenario']}, voice {run['voice']}, "
         f"{'the resident engine' if run.get('engine') else 'Kokoro in the web process'}, "
         f"{run['llm']['tokens_per_second']:g} tokens/s, headless {run.get('browser_version')}; "
         f"ms after the question was sent, on the page's clock (p50 / p90).",
@@ -339,7 +339,7 @@ def write(run: dict[str, Any], out_dir: Any, stem: str) -> list[Any]:
             body.append(f"<h2>{mode} (the trial nearest the median)</h2>")
             body.append(waterfall_svg(trial, span))
     page = (
-        '<!doctype html><html><head><meta charset="utf-8"><title>voicecli bench --browser'
+        '<!doctype html><html><head><meta charset="utf-8"><title>voicecli bench browser'
         f"</title></head><body>{''.join(body)}</body></html>"
     )
     html_path = out_dir / f"{stem}.html"

@@ -1,5 +1,5 @@
 """Speech from eSpeak NG, a formant synthesizer unlike Kokoro: the voice a recognizer is
-judged on in ``bench --listen`` (its own robotic English, not the assistant's voice).
+judged on in ``bench listen`` (its own robotic English, not the assistant's voice).
 
 The library comes from the ``espeakng-loader`` wheel that Kokoro's phonemizer installs,
 driven through its C API (``speak_lib.h``) with ctypes: no apt package, no subprocess.

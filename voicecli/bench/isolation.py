@@ -1,4 +1,4 @@
-"""``voicecli bench --isolation``: does one client of ``voicecli serve`` keep its
+"""``voicecli bench isolation``: does one client of ``voicecli serve`` keep its
 speed while another misbehaves?
 
 A healthy listener (the load bench's: sentences released as the scripted LLM

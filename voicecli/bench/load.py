@@ -1,4 +1,4 @@
-"""``voicecli bench --load N``: N concurrent conversations against ``voicecli serve``.
+"""``voicecli bench load N``: N concurrent conversations against ``voicecli serve``.
 
 Each conversation is a listener with a virtual playhead. Its sentences go to the
 server over the WebSocket protocol at the moments the scripted LLM would have

@@ -1,4 +1,4 @@
-"""``voicecli bench --quality``: how the first sentence of a turn sounds as voicecli
+"""``voicecli bench quality``: how the first sentence of a turn sounds as voicecli
 speaks it, against Kokoro's own render of it, by ear-like measures.
 
 The first sentence is the one a streaming start changes: decoded cold, with nothing

@@ -79,7 +79,7 @@ def load_table(result: dict[str, Any]) -> Any:
 
     table = Table(
         title=(
-            f"voicecli bench --load: {result['scenario']}, {result['turns']} "
+            f"voicecli bench load: {result['scenario']}, {result['turns']} "
             f"turns per conversation, voice {result['voice']}; ms"
         ),
         title_justify="left",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 USER_VOICE = "jm_kumo"
 
 # The loopback's gain: a Kokoro reply's echo at the microphone about 10 dB under a Kokoro
-# utterance said into it (``bench --barge-in`` measures it), as the goal has it.
+# utterance said into it (``bench barge-in`` measures it), as the goal has it.
 ECHO_GAIN_DB = -9.0
 
 

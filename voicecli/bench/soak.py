@@ -1,4 +1,4 @@
-"""``voicecli bench --soak``: does a long-lived server give its memory back?
+"""``voicecli bench soak``: does a long-lived server give its memory back?
 
 One client sends a mix of the texts a server meets over hours (normal turns among
 long prose, a run-on 2000-character sentence, emoji and ZWJ families, unbroken words

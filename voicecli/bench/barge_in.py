@@ -336,7 +336,8 @@ class _LevelTap:
 
 
 def _speech_level(said: list[np.ndarray]) -> float:
-    """The median level of 32 ms frames with sound, as the echo's is taken (24 kHz)."""
+    """The median level of frames with sound, as long as a hearing frame (at 24 kHz), as
+    the echo's is taken."""
     frame = 768
     levels = [level_db(a[i : i + frame]) for a in said for i in range(0, len(a) - frame + 1, frame)]
     return statistics.median(level for level in levels if level > -70)

@@ -35,8 +35,8 @@ from voicecli.timeline import (
 
 MODES = ("streaming", "buffered")
 
-# Below this a "gap" is timestamp jitter of the device clock (a fraction of one
-# 50 ms block), not a silence anyone hears.
+# Below this a "gap" is timestamp jitter of the device clock (a fraction of one of its
+# blocks), not a silence anyone hears.
 AUDIBLE_GAP_MS = 20.0
 
 # (key, timeline event, label): the stages of a turn, in pipeline order.

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 # The user, in the benches that speak to voicecli: a voice unlike the assistant's.
 USER_VOICE = "jm_kumo"
 
-# The loopback's gain: a Kokoro reply's echo at the microphone about 10 dB under a Kokoro
-# utterance said into it (``bench barge-in`` measures it), as the issue's goal has it.
+# The loopback's gain: a Kokoro reply's echo at the microphone well under a Kokoro
+# utterance said into it (``bench barge-in`` measures how far), as a room on speakers.
 ECHO_GAIN_DB = -9.0
 
 
@@ -123,7 +123,8 @@ class VirtualRoom:
         return index
 
     def echo(self, gain_db: float = ECHO_GAIN_DB) -> None:
-        """The speakers reach the microphone, 60 ms late and ``gain_db`` louder."""
+        """The speakers reach the microphone, a loopback's latency late and ``gain_db``
+        louder."""
         index = self._load(
             f"module-loopback source={self.speakers}.monitor sink={self.mic} "
             "latency_msec=60 source_dont_move=true sink_dont_move=true"

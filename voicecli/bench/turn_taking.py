@@ -66,7 +66,7 @@ CONNECTIVES = frozenset(
 @dataclass(frozen=True)
 class Spoken:
     audio: np.ndarray  # 16 kHz
-    probabilities: list[float]  # one per 32 ms frame
+    probabilities: list[float]  # one per hearing frame
     pauses: list[float]  # seconds of each hesitation
 
 

@@ -4,8 +4,9 @@ the speakers played, and what is left is the user.
 
 The far end is every block the player sends to the device, with the time its first
 sample reaches the DAC (``AudioSink.monitor``); the near end is the microphone's frames,
-with the time their first sample was captured. AEC3 takes one 10 ms far frame before
-each 10 ms near frame and finds the delay between them itself, within a few hundred ms.
+with the time their first sample was captured. AEC3 takes one far frame (a hundredth of
+a second) before each near frame and finds the delay between them itself, within a few
+tenths of a second.
 The two are paired here by those timestamps, not by arrival, so that a microphone reader
 that falls behind (a busy CPU) does not stretch the delay past what AEC3 can find.
 
@@ -36,11 +37,11 @@ from voicecli.frames import HEARING_RATE
 
 log = logging.getLogger(__name__)
 
-AEC_FRAME = HEARING_RATE // 100  # AEC3 works on 10 ms frames
+AEC_FRAME = HEARING_RATE // 100  # AEC3 works on frames of a hundredth of a second
 # Both streams are timed by counting their samples from a first timestamp: the times a
-# callback gives are late by however long the scheduler kept it waiting (tens of ms on a
-# busy machine, and a restarted output stream reports 0 to 40 ms less delay for its
-# first blocks), and AEC3 loses the echo each time its delay moves. So the count moves
+# callback gives are late by however long the scheduler kept it waiting (more on a busy
+# machine, and a restarted output stream reports less delay for its first blocks), and
+# AEC3 loses the echo each time its delay moves. So the count moves
 # only when the median of the last SETTLE timestamps says it is more than JUMP off
 # (samples lost, a stream restarted by a flush), and starts again past MAX_GAP.
 JUMP = 0.008
@@ -56,7 +57,7 @@ INAUDIBLE = -60.0  # dBFS
 WINDOW = 0.5
 TAIL = 0.3
 PLAYING = -50.0  # dBFS: a far frame louder than this is the speakers playing
-KEEP_PLAYED = 1000  # far blocks waiting for the microphone at most (20 s of 20 ms blocks)
+KEEP_PLAYED = 1000  # far blocks waiting for the microphone at most (seconds of them)
 # Only echo: a near frame no louder than the loudest far frame of the last ECHO_SPAN
 # seconds (the room's delay and reverberation are within it), times the room's echo
 # return (learnt: a high percentile of near over far, over the last ERL_FRAMES frames
@@ -91,11 +92,11 @@ class EchoCanceller:
         self._lock = threading.Lock()  # one caller of __call__ at a time
         self._far = np.zeros(0, np.float32)  # 16 kHz, not yet given to AEC3
         self._far_at: float | None = None  # when _far[0] plays
-        self._near = np.zeros(0, np.float32)  # captured, waiting for a whole 10 ms
+        self._near = np.zeros(0, np.float32)  # captured, waiting for a whole AEC frame
         self._near_at: float | None = None  # when _near[0] was captured
         self._far_offsets: deque[float] = deque(maxlen=SETTLE)
         self._near_offsets: deque[float] = deque(maxlen=SETTLE)
-        # Near frames come out 10 ms late, so that every call returns as many as it got
+        # Near frames come out one AEC frame late, so that every call returns as many as it got
         # (cleaned, and as they were).
         self._out = np.zeros(AEC_FRAME, np.float32)
         self._raw = np.zeros(AEC_FRAME, np.float32)
@@ -118,7 +119,7 @@ class EchoCanceller:
 
     def __call__(self, samples: np.ndarray, at: float) -> np.ndarray:
         """The microphone's ``samples`` (16 kHz, the first captured at ``at``) without
-        the speakers' echo, 10 ms late (as they were where there is no echo, or the user
+        the speakers' echo, one AEC frame late (as they were where there is no echo, or the user
         drowns it)."""
         with self._lock:
             self._take_played()
@@ -225,7 +226,7 @@ class EchoCanceller:
             self._far = np.concatenate([self._far, block])
 
     def _far_frame(self, at: float) -> np.ndarray:
-        """What the speakers played over the 10 ms from ``at``."""
+        """What the speakers played over the AEC frame from ``at``."""
         frame = np.zeros(AEC_FRAME, np.float32)
         if self._far_at is None:
             return frame

@@ -1,5 +1,6 @@
-"""The microphone: a sounddevice InputStream whose callback hands 32 ms frames of 16 kHz
-mono float32 to a bounded queue, with each frame's level for a meter.
+"""The microphone: a sounddevice InputStream whose callback hands hearing frames (16 kHz
+mono float32, ``HEARING_FRAME`` samples) to a bounded queue, with each frame's level for a
+meter.
 
 PortAudio is asked for 16 kHz first; a device that only takes its own rate is opened at
 that rate and resampled with FFmpeg's resampler (PyAV), on the reading thread, never in

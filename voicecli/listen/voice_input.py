@@ -54,8 +54,8 @@ WORD = re.compile(r"\w")
 # Speech after the speakers stop still echoes in a room for a moment.
 ECHO_TAIL = 0.3
 # Push-to-talk: a terminal reports no key releases, only the repeats of a held key. The
-# first repeat comes after the keyboard's repeat delay (X11's default is 660 ms), so the
-# key counts as held until this long after the last one came.
+# first repeat comes after the keyboard's repeat delay (X11's default is two thirds of a
+# second), so the key counts as held until this long after the last one came.
 HOLD_RELEASE = 0.7
 TRANSCRIPTIONS_AHEAD = 8  # utterances waiting for Whisper at most
 

@@ -34,8 +34,8 @@ def drop_symbols(text: str) -> str:
     return _NON_ASCII.sub(lambda m: " " if _is_emoji(m.group(0)) else m.group(0), text)
 
 
-# Runs of marks and unbroken words are spoken far longer than they are written (a dot
-# costs Kokoro about 30 ms, "%" a word), so a run counts as one mark of each kind in it,
+# Runs of marks and unbroken words are spoken far longer than they are written (Kokoro
+# pauses at every dot, and says "%" as a word), so a run counts as one mark of each kind in it,
 # and a word as long as a hash or a blob is cut.
 MAX_WORD = 40
 

@@ -27,7 +27,7 @@ class Limits:
     max_pending_per_session: int = p.MAX_IN_FLIGHT  # unanswered speak requests per connection
     max_text_chars: int = 2000  # per speak
     send_queue_frames: int = 32  # audio frames buffered per connection
-    frame_samples: int = 4800  # 200 ms per audio frame, the granularity of cancel on the wire
+    frame_samples: int = 4800  # per audio frame (a fifth of a second): cancel's granularity
     stall_timeout: float = 30.0  # seconds a client may read nothing before it is ended
     max_control_backlog: int = 256  # unsent control replies before a session is dropped
     # Audio one speak may produce, whatever its text: 2000 characters of prose are about

@@ -9,7 +9,7 @@ Two transports carry voicecli's protocol (``voicecli.protocol``):
   sentence to ``/invocations``, answered as a framed stream, one at a time: each
   request is a client of its own to the container, which shares its model among its
   clients, so sentences asked for together would be synthesized side by side and the
-  one playing would starve (7 s gaps, measured). Cancelling closes the open stream,
+  one playing would starve (docs/sagemaker.md). Cancelling closes the open stream,
   which the container notices and stops synthesizing.
 
 Credentials and region come from the normal AWS chain (environment, profile,

@@ -40,7 +40,7 @@ ERROR = p.ERROR  # code, message
 MAX_QUESTION_CHARS = 4000
 # Any legal question as JSON's longest escapes, plus the object around it.
 MAX_MESSAGE_BYTES = 12 * MAX_QUESTION_CHARS + 1024
-PAGE_FRAME_SAMPLES = 2400  # 100 ms per audio frame: the wire's granularity of a flush
+PAGE_FRAME_SAMPLES = 2400  # per audio frame (a tenth of a second): a flush's granularity
 
 
 @dataclass(frozen=True)

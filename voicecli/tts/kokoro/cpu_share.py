@@ -30,7 +30,7 @@ from pathlib import Path
 
 TAU = 1.0  # s over which other processes' CPU use is averaged
 FRESH_READINGS = 4
-# CPU time is counted in clock ticks (10 ms here): a shorter span than this would be
+# CPU time is counted in clock ticks (``_TICK``): a shorter span than this would be
 # mostly rounding, so readings closer together wait to be averaged in.
 MIN_SPAN = 0.05  # s
 SETTLE = 0.1  # s of CPU time read after a pause that replace a glimpse of runnable tasks
@@ -92,7 +92,7 @@ class CpuShare:
     Other processes' CPU use is averaged over about ``TAU`` seconds: a busy program uses
     a core, a sound server, an editor or voicecli's own client a tenth of one, and a
     team of two costs little beside those. After a pause (between turns) a few readings
-    of runnable tasks 1 ms apart decide for the first tenth of a second (only one
+    of runnable tasks a millisecond apart decide for the first tenth of a second (only one
     runnable at all of them counts), then the CPU time used since the pause, until a
     second of it starts the running average afresh.
     """

@@ -31,15 +31,14 @@ from voicecli.frames import SAMPLE_RATE
 # Kokoro's generator frame: half an alignment frame of the duration predictor.
 GENERATOR_FRAME_SAMPLES = 300
 GENERATOR_FRAME_SECONDS = GENERATOR_FRAME_SAMPLES / SAMPLE_RATE
-# Shortest phrase worth a cut (24 generator frames, 0.3 s, "Sure,"): parts from 0.3 to
-# 0.75 s measured alike against whole sentences (docs/streaming.md).
+# Shortest phrase worth a cut (24 generator frames, about "Sure,"): parts that short
+# sound as whole sentences do (docs/streaming.md).
 MIN_PART_FRAMES = 24
 SAFETY = 0.7  # plan for decoding to take this much of the queued audio, at most
-# A listener waiting for a long first phrase gets a window of it first: 32 frames (0.4 s)
-# normalised over themselves, the rest of the phrase held to them. Measured on the real
-# weights over 30 sentences started cold (docs/streaming.md): log-mel distance to the
-# whole render 2.47 dB against 1.93 for whole phrases, first chunk 0.20 s against 0.27
-# (median) and 0.25 against 0.49 (worst). So only where it saves this much waiting.
+# A listener waiting for a long first phrase gets a window of it first: 32 frames
+# normalised over themselves, the rest of the phrase held to them. That sounds a little
+# further from the whole render than whole phrases do, and halves the worst wait for the
+# first chunk (docs/streaming.md), so only where it saves this much waiting.
 FIRST_WINDOW_FRAMES = 32
 WINDOW_GAIN = 0.15  # seconds
 

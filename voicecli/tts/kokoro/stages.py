@@ -13,19 +13,18 @@
     ``CONTEXT`` frames on each side so that its convolutions see real neighbours.
 
 The decoder's convolutions, its front's and the generator's, may run in bfloat16
-(``PRECISIONS``): on a CPU that multiplies bfloat16 natively the generator is 1.4-1.6x
-faster and the text stages with the front a fifth faster, and the audio is 33 dB SNR
-from float32's (0.10 dB of log-mel), far closer than two float32 renders of Kokoro are
-to each other (22 dB, 0.41 dB). The generator's last convolution, whose output becomes
-the magnitudes through ``exp``, stays float32: in bfloat16 it alone brings the SNR down
-to 27 dB and the log-mel distance up to 0.6 dB; the text stages stay float32 too, as
-their durations are rounded to frames (docs/streaming.md).
+(``Precision``): on a CPU that multiplies bfloat16 natively that is faster, and the audio
+stays closer to float32's than two float32 renders of Kokoro are to each other. The
+generator's last convolution, whose output becomes the magnitudes through ``exp``, stays
+float32, because the rounding there alone would cost most of that margin; the text stages
+stay float32 too, as their durations are rounded to frames (docs/streaming.md has the
+figures).
 
 What stops a part from being exact is the generator's 48 InstanceNorm layers: they
 normalise over the time axis of whatever they are given. ``decode`` lets them use
 ``Statistics``: the whole utterance's (``RecordingStatistics``; exact, but it costs a
 whole pass, so it only serves to measure), the part's own, or the part's own pooled with
-the parts already decoded (``PooledStatistics``, what the synthesizer uses). Measured on the real
+the parts already decoded (``PooledStatistics``, what the synthesizer uses). On the real
 weights, parts normalised over themselves are broken unless they are whole phrases
 bounded by silence, which is why ``PreparedText.pauses`` exists: see docs/streaming.md.
 """
@@ -51,22 +50,22 @@ from voicecli.tts.kokoro.phrases import GENERATOR_FRAME_SAMPLES
 
 KOKORO_VERSION = "0.9.4"  # the kokoro whose module layout this code follows
 SOURCE_COLUMNS = 60  # harmonic-source STFT columns per generator frame (hop 5)
-# Generator frames of context on each side of a part. With the whole utterance's
-# statistics, windows decode to 82-92 dB SNR of the whole render with 8, 114-168 dB with
-# 12, 26-33 dB with 4 (real weights); 8 costs a third less context per part than 12.
+# Generator frames of context on each side of a part: the fewest with which windows on
+# the whole utterance's statistics decode to what the whole render is, to well past what
+# anyone hears (docs/streaming.md); more only costs decoding.
 CONTEXT = 8
-SEAM_SAMPLES = 240  # 10 ms crossfade where two parts meet, inside the context they share
+SEAM_SAMPLES = 240  # a short crossfade where two parts meet, inside the context they share
 GENERATOR_NORMS = 48
 # Predicted energy (the N curve, aligned with the audio) below this is silence: at word
-# boundaries on the real weights, 101 of 106 such frames were 35 dB or more below the
-# sentence's peak (the worst 28 dB), where N < 1 let in frames only 7 dB down.
+# boundaries on the real weights, nearly every frame under it is far below the sentence's
+# peak, where a higher bound lets in frames that are still audible (docs/streaming.md).
 PAUSE_ENERGY = 0.0
 # The durations place a word boundary up to ~10 generator frames before the audio's: the
 # decoder's convolutions smear it. The quietest frame is looked for this far around it.
 BOUNDARY_SLACK = (4, 12)
 WORD_BREAKS = frozenset(" ,;:—….!?")
-# Frames the audio takes to die away once the energy falls below silence: 6 frames on,
-# the real weights' output is at the -70 dB of Kokoro's own silences.
+# Frames the audio takes to die away once the energy falls below silence: after these
+# the real weights' output is as quiet as Kokoro's own silences.
 SPEECH_DECAY = 6
 
 
@@ -98,7 +97,9 @@ class PreparedText:
     source: Any  # harmonic source, [1, 22, 60 * frames + 1]
     style: Any  # [1, 128]
     energy: np.ndarray  # predicted energy per generator frame
-    durations: np.ndarray  # alignment frames (25 ms) per input token, <bos> and <eos> included
+    durations: (
+        np.ndarray
+    )  # alignment frames (two generator frames) per input token, <bos> and <eos> included
     vocab: dict[str, int] = field(repr=False, default_factory=dict)
 
     @property

@@ -59,14 +59,14 @@ from voicecli.tts.voices import INSTALLED_LANGS, LANGUAGES, VoiceSpec
 log = logging.getLogger(__name__)
 
 # Phonemes prepared at once, at most. Kokoro takes 510, but its text stages cannot be
-# interrupted and cost 0.1 s + 3.3 ms per phoneme here (1.8 s for 500): while they
-# run, a server's other listeners wait. 150 (about 9 s of speech, 0.6 s to prepare)
-# leaves ordinary sentences whole and splits only the longest.
+# interrupted and their cost grows with the phonemes: while they run, a server's other
+# listeners wait. 150 (about 9 s of speech) leaves ordinary sentences whole and splits
+# only the longest (docs/streaming.md).
 PREPARE_PHONEMES = 150
 # A text that ends at a clause mark was cut there to be spoken sooner (the segmenter's
 # first unit, or an overlong sentence split). Kokoro ends it as it ends a sentence, with
 # half a second of silence, and starts the next text with its lead-in; a comma's pause
-# is this long: 100 ms after the speech has died away, 175 ms in all.
+# is this long, counted from where the speech has died away.
 CLAUSE_MARKS = frozenset(",;:—")
 CLAUSE_PAUSE_FRAMES = 8
 WORD_TEXT = re.compile(r"\w")
@@ -75,11 +75,9 @@ ENGLISH = ("a", "b")  # the languages whose G2P (misaki's) gives word tokens
 # server's sessions phonemize while another session's audio is decoded.
 _G2P_LOCK = threading.Lock()
 # A voice's prior for the norms of a first part (``VoicePrior``): what its layers see
-# over these sentences (about 6 s of speech, 2-3 s to decode here), weighing as much as
-# PRIOR_SECONDS of audio. On 26 first sentences spoken cold, PESQ-WB against Kokoro's
-# render went from 2.1-2.2 (median) to 4.3 with 4 s, 4.3 with 8 s, 4.5 with 16 s
-# (docs/streaming.md): heavier priors keep more of the voice's timbre, while the
-# later parts still pool their own speech in.
+# over these sentences (about 6 s of speech), weighing as much as PRIOR_SECONDS of
+# audio: heavier priors keep more of the voice's timbre in a first part spoken cold,
+# while the later parts still pool their own speech in (docs/streaming.md).
 PRIOR_CORPUS = (
     "Thanks for asking, I will walk you through it step by step.",
     "The museum opens at ten and closes at six on weekdays.",
@@ -284,7 +282,7 @@ class KokoroSpeaker:
 
         Sentence mode decodes and gives out every frame: the exact reference. Phrases
         mode decodes Kokoro's silences around the speech (its <bos> lead-in and its
-        trailing pause, a third of a sentence's frames, -70 dB on the real weights)
+        trailing pause, a third of a sentence's frames, and quiet on the real weights)
         wherever the whole utterance fits in one pass, as they are part of what the 48
         norms average over: that pass is then Kokoro's own render, exact. Where it does
         not fit, a part may end where the speech does, and the pause after it is zeros;
@@ -336,9 +334,9 @@ def _timed(
     first phoneme to the first after its last, plus ``shift`` samples (where the
     utterance's frame 0 lies), kept within [``lo``, ``hi``), the samples given out.
 
-    Unshifted: on the real weights a word after a pause became audible 12 to 24 ms
-    before its durations say, within two frames. (KPipeline's timestamps start 75 ms
-    earlier still, by 3 alignment frames.)"""
+    Unshifted: on the real weights a word after a pause becomes audible within two
+    frames of where its durations say. (KPipeline's timestamps start 3 alignment frames
+    earlier still.)"""
     in_vocab = np.cumsum([0, *(p in utt.vocab for p in utt.phonemes)])  # tokens before char i
     frame = 2 * np.concatenate([[0], np.cumsum(utt.durations)])  # where token k's frames start
     timed = []

@@ -5,9 +5,8 @@ parallel region a team of worker threads of its own, kept for as long as that th
 lives. A model loaded on the main thread and run on another makes two teams: more OpenMP
 threads than a 2-core machine has cores. libgomp then stops spinning at its barriers and
 sleeps in the kernel after a hundred spins, at each of the thousands of barriers of a
-forward pass. Measured on the real weights (docs/streaming.md): about 1,500 sleeps per
-generator pass instead of none, and a first unit's text stages and first part in 1.1 to
-1.3 s instead of 0.8 to 0.9 s. So every torch computation voicecli makes (loading the
+forward pass, and a first unit takes about a third longer (docs/streaming.md). So every
+torch computation voicecli makes (loading the
 model and voices, the text stages, the generator) runs here, one at a time, and its
 callers wait for it.
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes.util
+import subprocess
+import sys
 import threading
 import time
 import wave
@@ -165,3 +168,33 @@ def test_wav_file_and_wire_carry_the_same_int16_samples(tmp_path):
     np.testing.assert_array_equal(in_file, np.frombuffer(on_wire, "<i2"))
     # Full scale is symmetric, out-of-range samples clip, and NaN is silence.
     assert in_file.tolist() == [-32767, -32767, -16384, 0, 0, 9830, 16384, 32767, 32767, 0]
+
+
+ALSA_ERROR = """
+import ctypes, ctypes.util, logging, sys
+logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format="%(name)s %(message)s")
+if sys.argv[1] == "voicecli":
+    from voicecli.audio.devices import sounddevice_module
+    sounddevice_module()
+else:
+    import sounddevice
+alsa = ctypes.CDLL(ctypes.util.find_library("asound"))
+alsa.snd_pcm_open(ctypes.byref(ctypes.c_void_p()), b"no-such-device", 0, 0)
+"""
+
+
+@pytest.mark.parametrize("opened_by", ["voicecli", "sounddevice"])
+def test_alsa_talks_to_the_log_not_the_terminal(opened_by):
+    """ALSA prints its own lines ("underrun occurred" on a busy machine) on stderr, in the
+    middle of the live view; voicecli sends them to its log. Opened by sounddevice alone,
+    the same error reaches stderr: the test sees the difference it makes."""
+    if ctypes.util.find_library("asound") is None:
+        pytest.skip("no ALSA on this machine")
+    proc = subprocess.run(
+        [sys.executable, "-c", ALSA_ERROR, opened_by], capture_output=True, text=True, timeout=60
+    )
+    if opened_by == "voicecli":
+        assert proc.stderr == "", proc.stderr
+        assert "voicecli.audio.alsa ALSA pcm.c" in proc.stdout and "Unknown PCM" in proc.stdout
+    else:
+        assert "ALSA lib pcm.c" in proc.stderr and "Unknown PCM no-such-device" in proc.stderr

@@ -55,7 +55,10 @@ def assistant_turns(llm: ScriptedLLM, request: int) -> list[str]:
 def test_interrupt_remembers_only_what_was_heard(tiny_model_dir, capture_device, home):
     with serve(LONG) as llm:
         child = tui.spawn(tui.chat_args(tiny_model_dir, capture_device[0], llm.base_url), home)
-        tui.wait_prompt(child, tui.START_TIMEOUT)
+        # Typed chat waits for typing: it says so, and does not claim to be listening.
+        tui.wait_state(child, "your turn", tui.START_TIMEOUT)
+        assert "listening" not in child.before
+        tui.wait_prompt(child)
         child.sendline("tell me something long")
         child.expect_exact("sentence 2/")  # the first long sentence is being heard
         child.send("x")

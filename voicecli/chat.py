@@ -184,7 +184,7 @@ def run_chat(settings: Settings, *, once: str | None = None, listen: bool = Fals
                 return
         stack.enter_context(_LineEditing())
         while not chat.quit:
-            display.listening()
+            display.your_turn()
             try:
                 line = input(PROMPT)
             except EOFError:

@@ -59,6 +59,7 @@ STATE_STYLES = {
     "paused": "cyan",
     "interrupted": "red",
     "listening": "blue",
+    "your turn": "blue",
 }
 KEYS_HINT = "space pause · s skip · q quit · any other key stop"
 NO_KEYS_HINT = "Ctrl-C stops"
@@ -306,10 +307,11 @@ def turn_view(*, reply: bool) -> TurnView:
     return SpeakingStatus() if err.is_terminal else TurnView()
 
 
-def listening() -> None:
-    """The state line above the prompt."""
+def your_turn() -> None:
+    """The state line above the prompt of typed chat: it waits for typing (the
+    microphone is off; ``ListenStatus`` is the line of ``chat --listen``)."""
     if err.is_terminal:
-        line = Text("● listening", style=f"bold {STATE_STYLES['listening']}")
+        line = Text("● your turn", style=f"bold {STATE_STYLES['your turn']}")
         line.append("   type a message · /help for commands · Ctrl-D quits", style="dim")
         err.print(line)
 

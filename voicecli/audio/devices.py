@@ -3,9 +3,15 @@ by the user (an index, a name or part of one) resolved to an index, for output o
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+import logging
 from typing import Any, Literal
 
 from voicecli.errors import VoiceCliError
+
+log = logging.getLogger("voicecli.audio.alsa")
 
 NO_DEVICE_HINT = "Use --output FILE.wav to write the audio to a file instead."
 NO_INPUT_HINT = "Type instead, or choose a microphone with --input-device."
@@ -21,7 +27,42 @@ def sounddevice_module() -> Any:
             f"Audio is unavailable: {exc}. Install PortAudio "
             f"(Debian/Ubuntu: apt-get install libportaudio2). {NO_DEVICE_HINT}"
         ) from None
+    _alsa_messages_to_the_log()
     return sounddevice
+
+
+# ALSA's error handler: void (*)(const char *file, int line, const char *function, int err,
+# const char *fmt, ...). The arguments after the format are not read.
+_ALSA_HANDLER = ctypes.CFUNCTYPE(
+    None, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p
+)
+
+
+def _alsa_message(file: bytes, line: int, function: bytes, err: int, fmt: bytes) -> None:
+    log.debug(
+        "ALSA %s:%d (%s): %s",
+        (file or b"?").decode(errors="replace"),
+        line,
+        (function or b"?").decode(errors="replace"),
+        (fmt or b"").decode(errors="replace"),
+    )
+
+
+_alsa_handler = _ALSA_HANDLER(_alsa_message)  # kept alive: ALSA holds only a pointer
+
+
+@functools.cache
+def _alsa_messages_to_the_log() -> None:
+    """ALSA's own lines ("underrun occurred" when the machine is busy) go to voicecli's
+    log, not to the user's terminal, where they would land in the middle of the live
+    view. They are ALSA noticing what the player counts already (underruns)."""
+    name = ctypes.util.find_library("asound")
+    if name is None:
+        return  # no ALSA: PortAudio reaches the sound another way, and says nothing
+    try:
+        ctypes.CDLL(name).snd_lib_error_set_handler(_alsa_handler)
+    except (OSError, AttributeError) as exc:
+        log.debug("ALSA's messages stay on stderr: %s", exc)
 
 
 def resolve_device(device: str | int | None, kind: Kind = "output") -> int:

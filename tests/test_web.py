@@ -30,7 +30,7 @@ from voicecli.config import Settings
 from voicecli.llm.openai_chat import OpenAIChat
 from voicecli.server.run import bind
 from voicecli.web import messages as m
-from voicecli.web.app import WebApp, is_loopback, web_server
+from voicecli.web.page_server import WebApp, is_loopback, web_server
 
 REPLY = (
     "Sure, here it is. The first sentence of the answer is rather long, so that it takes "

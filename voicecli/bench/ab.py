@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from voicecli.bench.machine import machine_info
-from voicecli.bench.metrics import MODES
+from voicecli.bench.metrics import DELIVERIES
 from voicecli.bench.scenarios import ScriptedReply
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
@@ -33,7 +33,9 @@ from voicecli.timeline import Timeline
 if TYPE_CHECKING:
     from voicecli.llm.contract import LLM
 
-SETTLE = 0.3  # seconds of quiet between turns, so one turn's tail is not the next one's start
+BETWEEN_TURNS = (
+    0.3  # seconds of quiet between turns, so one turn's tail is not the next one's start
+)
 
 
 # --- measuring wrappers ----------------------------------------------------------
@@ -357,15 +359,15 @@ def run_ab(
         )
         if run["warmup"]["error"]:
             raise VoiceCliError(f"The warm-up turn failed: {run['warmup']['error']}")
-        time.sleep(SETTLE)
+        time.sleep(BETWEEN_TURNS)
         for pair in range(trials):
-            for mode in MODES:
+            for mode in DELIVERIES:
                 progress(f"trial {pair + 1}/{trials} {mode}")
                 trial = run_trial(
                     pipeline, measured, source, mode=mode, label=f"{mode}-{pair + 1}", **options
                 )
                 trial["pair"] = pair
                 run["trials"].append(trial)
-                time.sleep(SETTLE)
+                time.sleep(BETWEEN_TURNS)
         run["machine"] = machine_info()  # torch is imported by now: record its threads
         return run

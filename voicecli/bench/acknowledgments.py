@@ -37,13 +37,13 @@ ACKNOWLEDGMENTS = frozenset(
 )
 
 _CLAUSE = re.compile(r"[,.!?;:\u2014\u2013]+|\s-\s")
-_SPACE = re.compile(r"\s+")
+_SPACES = re.compile(r"\s+")
 
 
 def is_acknowledgment(unit: str) -> bool:
     """Whether ``unit`` (a displayed sentence or clause) only acknowledges."""
     clauses = [
-        _SPACE.sub(" ", c).strip().lower().replace("\u2019", "'") for c in _CLAUSE.split(unit)
+        _SPACES.sub(" ", c).strip().lower().replace("\u2019", "'") for c in _CLAUSE.split(unit)
     ]
     clauses = [c for c in clauses if c]
     return bool(clauses) and all(c in ACKNOWLEDGMENTS for c in clauses)

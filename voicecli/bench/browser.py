@@ -33,14 +33,14 @@ from typing import Any
 
 from voicecli.bench.acknowledgments import first_substantive
 from voicecli.bench.machine import machine_info
-from voicecli.bench.metrics import AUDIBLE_GAP_MS, MODES, fmt, percentile, stats
+from voicecli.bench.metrics import AUDIBLE_GAP_MS, DELIVERIES, fmt, percentile, stats
 from voicecli.bench.scenarios import ScriptedReply
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
+from voicecli.protocol import SAMPLE_RATE
 
-SAMPLE_RATE = 24_000
 # (key, label): the page's stages, in order, in ms after the question was sent.
-STAGES = (
+PAGE_STAGES = (
     ("first_text", "first text token at the page"),
     ("first_frame", "first audio frame received"),
     ("first_handed", "first frame handed to the worklet"),
@@ -48,7 +48,7 @@ STAGES = (
     ("substantive", "first substantive sample audible"),
     ("end", "turn end"),
 )
-START_TIMEOUT = 300.0  # seconds for `voicecli web` to load its model and listen
+WEB_START_TIMEOUT = 300.0  # seconds for `voicecli web` to load its model and listen
 CHROMIUM_ARGS = ["--autoplay-policy=no-user-gesture-required"]
 
 
@@ -94,14 +94,14 @@ def web_server(settings: Settings, base_url: str, log_path: Any = None) -> Itera
 
 def _wait_for_url(proc: subprocess.Popen) -> str:
     assert proc.stdout is not None
-    deadline = time.monotonic() + START_TIMEOUT
+    deadline = time.monotonic() + WEB_START_TIMEOUT
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
             raise VoiceCliError(f"`voicecli web` exited (status {proc.wait()}) before serving.")
         if "open http" in line:
             return line.split("open ", 1)[1].strip()
-    raise VoiceCliError(f"`voicecli web` did not serve within {START_TIMEOUT:g} s.")
+    raise VoiceCliError(f"`voicecli web` did not serve within {WEB_START_TIMEOUT:g} s.")
 
 
 @contextmanager
@@ -143,7 +143,7 @@ def trial_figures(record: dict[str, Any]) -> dict[str, Any]:
     t = record["t"]
     sent = t["sent"]
     out: dict[str, Any] = {
-        key: (t[key] - sent if key in t else None) for key, _ in STAGES if key != "substantive"
+        key: (t[key] - sent if key in t else None) for key, _ in PAGE_STAGES if key != "substantive"
     }
     audible = {int(k): v for k, v in record["audible"].items()}
     sentences = {int(k): v for k, v in record["sentences"].items()}
@@ -205,7 +205,7 @@ def run_browser(
         run["warmup"] = warm
         run["browser_version"] = browser.version
         for pair in range(trials):
-            for mode in MODES:
+            for mode in DELIVERIES:
                 record = ask(page, "bench", mode == "buffered", timeout)
                 trial = {"mode": mode, "pair": pair, "record": record}
                 trial["error"] = record.get("error") or (
@@ -224,9 +224,9 @@ def run_browser(
 
 
 def summarize(run: dict[str, Any]) -> dict[str, Any]:
-    keys = [k for k, _ in STAGES] + ["max_gap", "audible_gaps", "underruns"]
+    keys = [k for k, _ in PAGE_STAGES] + ["max_gap", "audible_gaps", "underruns"]
     modes = {}
-    for mode in MODES:
+    for mode in DELIVERIES:
         rows = [t["figures"] for t in run["trials"] if t["mode"] == mode and not t["error"]]
         modes[mode] = {k: stats([r[k] for r in rows]) for k in keys}
     s = modes["streaming"]["first_audible"]["median"]
@@ -259,8 +259,10 @@ def report_lines(run: dict[str, Any]) -> list[str]:
         f"ms after the question was sent, on the page's clock (p50 / p90).",
         f"{'stage':<36}{'streaming':>18}{'buffered':>18}",
     ]
-    for key, label in [*STAGES, ("max_gap", "max gap per turn"), ("underruns", "underruns")]:
-        cells = [f"{fmt(modes[m][key]['median'])} / {fmt(modes[m][key]['p90'])}" for m in MODES]
+    for key, label in [*PAGE_STAGES, ("max_gap", "max gap per turn"), ("underruns", "underruns")]:
+        cells = [
+            f"{fmt(modes[m][key]['median'])} / {fmt(modes[m][key]['p90'])}" for m in DELIVERIES
+        ]
         lines.append(f"{label:<36}{cells[0]:>18}{cells[1]:>18}")
     lines.append(
         f"Buffered / streaming, first audible: {fmt(summary['ratio_of_medians'], 2)}x on "
@@ -295,7 +297,7 @@ def waterfall_svg(trial: dict[str, Any], span_ms: float) -> str:
     width, left, row = 900, 230, 22
     scale = (width - left - 20) / max(span_ms, 1.0)
     sentences = sorted((int(k), v) for k, v in record["sentences"].items())
-    stages = [(k, label) for k, label in STAGES if figures.get(k) is not None]
+    stages = [(k, label) for k, label in PAGE_STAGES if figures.get(k) is not None]
     height = row * (len(stages) + len(sentences) + 2)
 
     def x(ms: float) -> float:
@@ -330,7 +332,7 @@ def write(run: dict[str, Any], out_dir: Any, stem: str) -> list[Any]:
     from voicecli.bench.report import write_json
 
     paths = [write_json(run, out_dir / f"{stem}.json")]
-    picked = {mode: representative(run, mode) for mode in MODES}
+    picked = {mode: representative(run, mode) for mode in DELIVERIES}
     ends = [t["figures"]["end"] or 0 for t in picked.values() if t is not None]
     span = max(ends, default=1.0)
     body = [f"<pre>{html.escape(chr(10).join(report_lines(run)))}</pre>"]

@@ -48,7 +48,7 @@ from voicecli.errors import VoiceCliError
 
 CONDITIONS = ("alone", "non-reading", "flooding", "long-text")
 ENGAGE = 1.0  # s a hostile client runs before the healthy turn starts
-SETTLE = 1.0  # s between rounds, so one round's tail is not the next one's start
+BETWEEN_ROUNDS = 1.0  # s between rounds, so one round's tail is not the next one's start
 LONG_TEXT_CHARS = 2000  # under the server's limit, and with no sentence break
 VOICES = ("jf_alpha", "af_heart", "../voices/x", "a" * 80, "jf_alpha:1e300", "", "x+y+z")
 
@@ -259,7 +259,7 @@ def run_isolation(
                         )
                 turn.pop("timeline", None)
                 turns[condition].append(turn)
-                time.sleep(SETTLE)
+                time.sleep(BETWEEN_ROUNDS)
         memory: dict[str, Any] = {"pid": pid, "before_mib": rss_mib(pid) if pid else None}
         if random_count:
             progress(f"{random_count} random requests, then the server's memory again")

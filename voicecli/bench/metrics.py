@@ -33,14 +33,14 @@ from voicecli.timeline import (
     UNDERRUN,
 )
 
-MODES = ("streaming", "buffered")
+DELIVERIES = ("streaming", "buffered")
 
 # Below this a "gap" is timestamp jitter of the device clock (a fraction of one of its
 # blocks), not a silence anyone hears.
 AUDIBLE_GAP_MS = 20.0
 
 # (key, timeline event, label): the stages of a turn, in pipeline order.
-STAGES = (
+TERMINAL_STAGES = (
     ("first_token", FIRST_TOKEN, "first token"),
     ("first_sentence", SENTENCE_READY, "1st sentence out"),
     ("synth_start", SYNTH_START, "synth start"),
@@ -104,7 +104,7 @@ def trial_metrics(trial: dict[str, Any], sample_rate: int, at_device: bool) -> d
     def ms(t: float | None) -> float | None:
         return None if t is None else (t - origin) * 1000.0
 
-    out: dict[str, Any] = {key: ms(_first(events, name)) for key, name, _ in STAGES}
+    out: dict[str, Any] = {key: ms(_first(events, name)) for key, name, _ in TERMINAL_STAGES}
     sentences = sorted(trial["sentences"], key=lambda s: s["index"])
     per_sentence = []
     ends: list[float | None] = []
@@ -166,16 +166,16 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     """Per mode and figure: n, median, p90, min, max, mean; and the headline comparison."""
     at_device = run["output"]["played_means"] == "dac"
     rate = run["sample_rate"]
-    metrics: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
-    failed: dict[str, list[str]] = {m: [] for m in MODES}
+    metrics: dict[str, list[dict[str, Any]]] = {m: [] for m in DELIVERIES}
+    failed: dict[str, list[str]] = {m: [] for m in DELIVERIES}
     for trial in run["trials"]:
         if trial["error"] or trial["interrupted"]:
             failed[trial["mode"]].append(f"{trial['label']}: {trial['error'] or 'interrupted'}")
             continue
         metrics[trial["mode"]].append(trial_metrics(trial, rate, at_device))
     out: dict[str, Any] = {"modes": {}, "failed": failed}
-    keys = [k for k, _, _ in STAGES] + [k for k, _ in EXTRA]
-    for mode in MODES:
+    keys = [k for k, _, _ in TERMINAL_STAGES] + [k for k, _ in EXTRA]
+    for mode in DELIVERIES:
         rows = metrics[mode]
         by_key = {k: stats([r[k] for r in rows]) for k in keys}
         by_key["rtf"] = stats([s["rtf"] for r in rows for s in r["sentences"]])
@@ -248,7 +248,7 @@ def fmt(value: float | int | None, digits: int = 0) -> str:
 
 def headline_lines(run: dict[str, Any], summary: dict[str, Any]) -> list[str]:
     h = summary["headline"]
-    substantive = {mode: summary["modes"][mode]["substantive"] for mode in MODES}
+    substantive = {mode: summary["modes"][mode]["substantive"] for mode in DELIVERIES}
     at = "at the device" if run["output"]["played_means"] == "dac" else "written (no device)"
     lines = [
         f"Time to first audio {at}: streaming median {fmt(h['streaming_median_ms'])} ms "

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from voicecli.bench.metrics import (
+    DELIVERIES,
     EXTRA,
-    MODES,
-    STAGES,
+    TERMINAL_STAGES,
     fmt,
     headline_lines,
     summarize,
@@ -33,10 +33,12 @@ def report_table(run: dict[str, Any], summary: dict[str, Any]) -> Any:
     table.add_column("mode", no_wrap=True)
     for col in ("median", "p90", "min", "max"):
         table.add_column(col, justify="right", no_wrap=True)
-    rows = [(k, label, 0) for k, _, label in STAGES] + [(k, label, 0) for k, label in EXTRA]
+    rows = [(k, label, 0) for k, _, label in TERMINAL_STAGES] + [
+        (k, label, 0) for k, label in EXTRA
+    ]
     rows += [("rtf", "RTF/sentence", 2), ("rtf_span", "RTF start..end", 2)]
     for key, label, digits in rows:
-        for n, mode in enumerate(MODES):
+        for n, mode in enumerate(DELIVERIES):
             s = summary["modes"][mode][key]
             name = label if n == 0 else ""
             style = "bold" if key == "played" else None

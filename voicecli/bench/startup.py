@@ -29,7 +29,7 @@ from voicecli.bench.metrics import stats
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 
-MODES = ("warm", "first", "no-engine", "chat-warm")
+STARTS = ("warm", "first", "no-engine", "chat-warm")
 SAY_TEXT = "Hello there."
 CHAT_PROMPT = "What is the capital of France? Answer in one sentence."
 
@@ -90,13 +90,13 @@ def run_startup(settings: Settings, trials: int, progress: Callable[[str], None]
         "chat-warm": [*base, "chat", "--engine", "--llm", "local", *flags, "--once", CHAT_PROMPT],
     }
     stop = [*base, "engine", "stop"]
-    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    results: dict[str, list[dict[str, Any]]] = {mode: [] for mode in STARTS}
     try:
         # Uncounted: the engine and its LLM up, and the page cache warm for every mode.
         _run(commands["no-engine"], env, timeline)
         _run(commands["chat-warm"], env, timeline)
         for n in range(trials):
-            for mode in MODES:
+            for mode in STARTS:
                 if mode == "first":
                     subprocess.run(stop, env=env, capture_output=True, check=False)
                 if mode == "chat-warm":
@@ -134,7 +134,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         "start to the first sample at the device, and the client's own CPU",
         f"  {'mode':<10} {'p50':>7} {'min':>7} {'max':>7}   {'CPU p50':>8}",
     ]
-    for mode in MODES:
+    for mode in STARTS:
         first = result["summary"][mode]["first_sound_ms"]
         cpu = result["summary"][mode]["cpu_ms"]
         lines.append(

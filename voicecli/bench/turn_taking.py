@@ -1,6 +1,6 @@
 """``voicecli bench turn-taking``: where voice input ends the user's turn, measured.
 
-Each question of ``QUESTIONS`` is spoken by Kokoro in fragments (a voice unlike the
+Each question of ``HESITANT_QUESTIONS`` is spoken by Kokoro in fragments (a voice unlike the
 assistant's), and the fragments are joined with the hesitations a speaker makes inside
 a sentence (``PAUSES``, cycled). Each is then heard by the real Silero VAD and voicecli's
 own turn detector and, for every hangover in ``HANGOVERS``:
@@ -33,7 +33,7 @@ from voicecli.config import Settings
 from voicecli.frames import Pausing, SpeechEvent, UserSpeech
 
 # Questions as people say them, with the places where they hesitate.
-QUESTIONS = [
+HESITANT_QUESTIONS = [
     ["What is the capital of France,", "and why did it become the capital?"],
     ["Can you tell me", "how far the moon is from the earth?"],
     ["I was wondering", "if you could explain", "how rainbows form."],
@@ -97,10 +97,10 @@ def run_turn_taking(
     from voicecli.listen.vad import VoiceActivity, frames
 
     transcriber = Transcriber(settings.asr_model)
-    said = iter(speak_as_user(settings, [fragment for q in QUESTIONS for fragment in q]))
+    said = iter(speak_as_user(settings, [fragment for q in HESITANT_QUESTIONS for fragment in q]))
     spoken: list[Spoken] = []
     pause_iter = iter(PAUSES * 10)
-    for question in QUESTIONS:
+    for question in HESITANT_QUESTIONS:
         parts, pauses = [], []
         for i in range(len(question)):
             audio = next(said)
@@ -119,7 +119,11 @@ def run_turn_taking(
 
     from voicecli.listen.turns import TurnDetector
 
-    results: dict[str, Any] = {"hangovers": {}, "questions": QUESTIONS, "pauses": list(PAUSES)}
+    results: dict[str, Any] = {
+        "hangovers": {},
+        "questions": HESITANT_QUESTIONS,
+        "pauses": list(PAUSES),
+    }
     for hangover in HANGOVERS:
         turns = [_turns_and_pauses(detected(s, TurnDetector(hangover=hangover)))[0] for s in spoken]
         cut = sum(len(found) > 1 for found in turns)

@@ -60,7 +60,7 @@ SENTENCES = [
     "Which planet is closest to the sun?",
     "Let us practice a few phrases in Spanish before the trip.",
 ]
-QUESTIONS = [
+SPOKEN_QUESTIONS = [
     "What is the capital of France?",
     "How far is the moon from the earth?",
     "Can you explain how rainbows form?",
@@ -73,12 +73,12 @@ QUESTIONS = [
     "Is it safe to drink water from a mountain stream?",
 ]
 HEARD_TIMEOUT = 20.0  # seconds after the speech ended for its transcript
-SETTLE = 0.8  # seconds between turns: the muted microphone's echo tail, and a breath
+BETWEEN_QUESTIONS = 0.8  # seconds between turns: the muted microphone's echo tail, and a breath
 
 # How the reply is begun: at a pause, on what was said so far (``early_reply``), or once
 # the hangover has ended the turn.
-MODES = ("early", "end of turn")
-STAGES = (
+REPLY_TIMES = ("early", "end of turn")
+VOICE_STAGES = (
     ("vad_end", "the VAD's end of speech"),
     ("turn_end", "end of turn decided"),
     ("transcript", "transcript ready"),
@@ -101,7 +101,7 @@ def run_voice(
     from voicecli.bench.ab import open_text_source
 
     transcription = transcribe_espeak(settings, progress)
-    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(trials)]
+    questions = [SPOKEN_QUESTIONS[i % len(SPOKEN_QUESTIONS)] for i in range(trials)]
     progress(f"speaking {len(set(questions))} questions in the voice {USER_VOICE}")
     spoken = speak_as_user(settings, sorted(set(questions)))
     said = dict(zip(sorted(set(questions)), spoken, strict=True))
@@ -112,7 +112,7 @@ def run_voice(
             reply=reply,
             tokens_per_second=tokens_per_second,
             settings=settings,
-            prompt=QUESTIONS[0],
+            prompt=SPOKEN_QUESTIONS[0],
             timeout=timeout,
         )
         room = VirtualRoom()
@@ -124,7 +124,7 @@ def run_voice(
         rig.turn(said[questions[0]], client)
         turns = []
         for i, question in enumerate(questions):
-            for mode in MODES:  # alternated, so that the machine's noise falls on both
+            for mode in REPLY_TIMES:  # alternated, so that the machine's noise falls on both
                 rig.input.voice.guesses = mode == "early"
                 row = rig.turn(said[question], client)
                 row["said"], row["mode"] = question, mode
@@ -148,7 +148,7 @@ def run_voice(
         "order": "each question asked twice: reply begun at a pause (early), then at the "
         "end of the turn",
         "turns": turns,
-        "modes": {mode: _summary([t for t in turns if t["mode"] == mode]) for mode in MODES},
+        "modes": {mode: _summary([t for t in turns if t["mode"] == mode]) for mode in REPLY_TIMES},
     }
 
 
@@ -156,7 +156,7 @@ def _summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "stages_ms": {
             name: stats([t["ms"][name] for t in turns if name in t["ms"]])
-            for name, _ in STAGES
+            for name, _ in VOICE_STAGES
             if any(name in t["ms"] for t in turns)
         },
         "unanswered": sum(t["ms"].get("first_sound") is None for t in turns),
@@ -288,7 +288,7 @@ class _VoiceRig:
             "first_token": result.timeline.first(FIRST_TOKEN),
             "first_sound": result.timeline.first(PLAYED),
         }
-        time.sleep(SETTLE)
+        time.sleep(BETWEEN_QUESTIONS)
         return {
             "heard": said.text,
             "early": early,
@@ -305,7 +305,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     tr = result["transcription"]
     s = result["settings"]
     modes = result["modes"]
-    n = len(result["turns"]) // len(MODES)
+    n = len(result["turns"]) // len(REPLY_TIMES)
     lines = [
         f"voicecli bench listen: {result['llm']['kind']} LLM, hangover {s['hangover']} s, "
         f"Whisper {s['asr_model']}",
@@ -313,15 +313,15 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         f"WER {tr['wer']:.1%}",
         f"  voice to voice, {n} spoken questions each way, p50 ms after the speech's last "
         "sample at the microphone's device:",
-        "    stage                          " + "".join(f"{m:>14}" for m in MODES),
+        "    stage                          " + "".join(f"{m:>14}" for m in REPLY_TIMES),
     ]
-    for name, label in STAGES:
+    for name, label in VOICE_STAGES:
         cells = []
-        for mode in MODES:
+        for mode in REPLY_TIMES:
             st = modes[mode]["stages_ms"].get(name)
             cells.append(f"{st['median']:14.0f}" if st and st["median"] is not None else " " * 14)
         lines.append(f"    {label:<30}" + "".join(cells))
-    for mode in MODES:
+    for mode in REPLY_TIMES:
         m = modes[mode]
         sound = m["stages_ms"].get("first_sound")
         extra = f", {m['dropped_early_replies']} early replies dropped" if mode == "early" else ""

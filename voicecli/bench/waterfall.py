@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from voicecli.bench.metrics import (
+    DELIVERIES,
     EXTRA,
-    MODES,
-    STAGES,
+    TERMINAL_STAGES,
     _first,
     fmt,
     headline_lines,
@@ -130,14 +130,16 @@ def waterfall_svg(run: dict[str, Any], mode: str, picked: dict[str, Any], span_m
 
 
 def _html_table(summary: dict[str, Any]) -> str:
-    head = "".join(f"<th>{m} {c}</th>" for m in MODES for c in ("median", "p90", "min", "max"))
+    head = "".join(f"<th>{m} {c}</th>" for m in DELIVERIES for c in ("median", "p90", "min", "max"))
     rows = []
-    keyed = [(k, label, 0) for k, _, label in STAGES] + [(k, label, 0) for k, label in EXTRA]
+    keyed = [(k, label, 0) for k, _, label in TERMINAL_STAGES] + [
+        (k, label, 0) for k, label in EXTRA
+    ]
     keyed += [("rtf", "RTF/sentence", 2), ("rtf_span", "RTF start..end", 2)]
     for key, label, digits in keyed:
         cells = "".join(
             f"<td>{fmt(summary['modes'][m][key][c], digits)}</td>"
-            for m in MODES
+            for m in DELIVERIES
             for c in ("median", "p90", "min", "max")
         )
         rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
@@ -145,7 +147,7 @@ def _html_table(summary: dict[str, Any]) -> str:
 
 
 def write_html(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path:
-    picked = {m: representative(run, m) for m in MODES}
+    picked = {m: representative(run, m) for m in DELIVERIES}
     ends = [
         s["end_ms"]
         for p in picked.values()
@@ -156,7 +158,7 @@ def write_html(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path
     ends += [p["metrics"]["turn_end"] or 0 for p in picked.values() if p]
     span = max(ends, default=1000.0) * 1.03 or 1000.0
     charts = []
-    for mode in MODES:
+    for mode in DELIVERIES:
         p = picked[mode]
         if p is None:
             charts.append(f"<h2>{mode}</h2><p>No successful trial.</p>")
@@ -223,7 +225,7 @@ def write_png(run: dict[str, Any], summary: dict[str, Any], path: Path) -> Path 
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    picked = [(m, representative(run, m)) for m in MODES]
+    picked = [(m, representative(run, m)) for m in DELIVERIES]
     picked = [(m, p) for m, p in picked if p is not None]
     if not picked:
         return None

@@ -163,7 +163,7 @@ def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
 @user_errors
 def web(host: str, port: int, token: str | None, config_path: Path | None, **flags: Any) -> None:
     """Voice chat in the browser: a page that speaks replies as they stream."""
-    from voicecli.web.app import run_web
+    from voicecli.web.page_server import run_web
 
     if token is not None and not token.strip():
         raise VoiceCliError("--token is empty: give a secret, or leave it out on loopback.")

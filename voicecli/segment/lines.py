@@ -16,14 +16,14 @@ _BLANK = re.compile(r"[ \t\r]*\n")
 # The marker's length must be known (a closing fence must be as long), hence the lookahead.
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}(?=[^`])|~{3,}(?=[^~]))")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t\r]*\n")
-_HEADING = re.compile(r" {0,3}#{1,6}[ \t\n]")
+_HEADING_START = re.compile(r" {0,3}#{1,6}[ \t\n]")
 _ITEM = re.compile(r"[ \t]{0,8}(?:[-*+•]|\d{1,3}[.)])[ \t]")
 _TABLE_ROW = re.compile(r"[ \t]{0,3}\|")
 _PLAIN = ("text", "")
 _LINE_KINDS = (
     ("blank", _BLANK),
     ("fence", _FENCE_OPEN),
-    ("heading", _HEADING),
+    ("heading", _HEADING_START),
     ("item", _ITEM),
     ("table", _TABLE_ROW),
 )

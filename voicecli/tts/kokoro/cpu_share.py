@@ -33,7 +33,7 @@ FRESH_READINGS = 4
 # CPU time is counted in clock ticks (``_TICK``): a shorter span than this would be
 # mostly rounding, so readings closer together wait to be averaged in.
 MIN_SPAN = 0.05  # s
-SETTLE = 0.1  # s of CPU time read after a pause that replace a glimpse of runnable tasks
+AFTER_PAUSE = 0.1  # s of CPU time read after a pause that replace a glimpse of runnable tasks
 _TICK = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
@@ -144,7 +144,7 @@ class CpuShare:
         if self._since_pause:
             # The average since the pause, once long enough to outweigh the glimpse: a
             # tenth of a second of it is no steadier a seed for the running average.
-            if span >= SETTLE:
+            if span >= AFTER_PAUSE:
                 self._load = others
             if span < TAU:
                 return

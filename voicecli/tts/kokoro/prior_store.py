@@ -25,7 +25,7 @@ from voicecli.tts.kokoro.stages import GENERATOR_NORMS, VoicePrior
 log = logging.getLogger(__name__)
 
 KEPT = 64
-VERSION = 1  # of what is learnt and how: a change makes every old file a miss
+PRIOR_FORMAT = 1  # of what is learnt and how: a change makes every old file a miss
 
 
 def cache_dir() -> Path:
@@ -44,7 +44,7 @@ class PriorStore:
         self.identity = identity
 
     def _path(self, voice: str) -> Path:
-        key = json.dumps({**self.identity, "voice": voice, "version": VERSION}, sort_keys=True)
+        key = json.dumps({**self.identity, "voice": voice, "version": PRIOR_FORMAT}, sort_keys=True)
         return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.npz"
 
     def load(self, voice: str) -> VoicePrior | None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from voicecli.tts.kokoro.stages import GENERATOR_NORMS, VoicePrior
+from voicecli.tts.kokoro.stages import VoicePrior
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,12 @@ def cache_dir() -> Path:
 
 
 class PriorStore:
-    def __init__(self, identity: dict[str, Any]) -> None:
+    def __init__(self, identity: dict[str, Any], norms: int) -> None:
         """``identity``: what every prior here depends on besides its voice (the model's
-        files, the corpus, the precision)."""
+        files, the corpus, the precision); ``norms``: the model's norm layers, one
+        moment of a prior each."""
         self.identity = identity
+        self.norms = norms
 
     def _path(self, voice: str) -> Path:
         key = json.dumps({**self.identity, "voice": voice, "version": PRIOR_FORMAT}, sort_keys=True)
@@ -52,7 +54,7 @@ class PriorStore:
         try:
             with np.load(path, allow_pickle=False) as data:
                 counts = data["counts"]
-                if len(counts) != GENERATOR_NORMS:
+                if len(counts) != self.norms:
                     return None
                 moments = tuple(
                     (
@@ -60,7 +62,7 @@ class PriorStore:
                         torch.from_numpy(data[f"mean{i}"]),
                         float(counts[i]),
                     )
-                    for i in range(GENERATOR_NORMS)
+                    for i in range(self.norms)
                 )
                 return VoicePrior(moments, float(data["seconds"]))
         except FileNotFoundError:

@@ -55,7 +55,6 @@ SOURCE_COLUMNS = 60  # harmonic-source STFT columns per generator frame (hop 5)
 # anyone hears (docs/streaming.md); more only costs decoding.
 CONTEXT = 8
 SEAM_SAMPLES = 240  # a short crossfade where two parts meet, inside the context they share
-GENERATOR_NORMS = 48
 # Predicted energy (the N curve, aligned with the audio) below this is silence: at word
 # boundaries on the real weights, nearly every frame under it is far below the sentence's
 # peak, where a higher bound lets in frames that are still audible (docs/streaming.md).
@@ -204,10 +203,9 @@ class PooledStatistics:
 
     def __init__(self, prior: VoicePrior | None = None) -> None:
         self.hold = False
-        self._moments: list[Moments | None] = (
-            list(prior.moments) if prior is not None else [None] * GENERATOR_NORMS
-        )
-        self._used: list[tuple[Any, Any] | None] = [None] * GENERATOR_NORMS
+        # Per norm layer, by its index: what it has seen, and what it normalised with.
+        self._moments: dict[int, Moments] = dict(enumerate(prior.moments)) if prior else {}
+        self._used: dict[int, tuple[Any, Any]] = {}
 
     def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
         n = x.shape[-1]
@@ -217,8 +215,8 @@ class PooledStatistics:
         for side in (x[..., :lo], x[..., hi:]):  # the context: few frames
             if side.shape[-1]:
                 given = _combine(given, _moments_of(side))
-        before = self._moments[index]
-        used = self._used[index] if self.hold else None
+        before = self._moments.get(index)
+        used = self._used.get(index) if self.hold else None
         if used is None:
             var, mean, _ = given if before is None else _combine(before, given)
             used = self._used[index] = (mean, var)
@@ -231,21 +229,21 @@ class CorpusStatistics(OwnStatistics):
     of whole sentences (each normalised as Kokoro would), then take its ``prior``."""
 
     def __init__(self) -> None:
-        self._pool: list[Moments | None] = [None] * GENERATOR_NORMS
+        self._pool: dict[int, Moments] = {}  # per norm layer, by its index
         self.samples = 0  # of audio decoded, counted by the caller
 
     def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
         own = _moments_of(x)
-        pool = self._pool[index]
+        pool = self._pool.get(index)
         self._pool[index] = own if pool is None else _combine(pool, own)
         return own[1], own[0]
 
     def prior(self, seconds: float) -> VoicePrior:
         """The corpus's moments, weighing as much as ``seconds`` of audio."""
-        if self.samples <= 0 or any(m is None for m in self._pool):
+        if self.samples <= 0 or not self._pool:
             raise ValueError("nothing decoded: decode a corpus with these statistics first")
         scale = seconds * SAMPLE_RATE / self.samples
-        pooled = tuple((m[0], m[1], m[2] * scale) for m in self._pool if m is not None)
+        pooled = tuple((m[0], m[1], m[2] * scale) for _, m in sorted(self._pool.items()))
         return VoicePrior(pooled, seconds)
 
 
@@ -255,16 +253,16 @@ class RecordingStatistics(OwnStatistics):
     it costs the whole pass)."""
 
     def __init__(self) -> None:
-        self._recorded: list[tuple[Any, Any] | None] = [None] * GENERATOR_NORMS
+        self._recorded: dict[int, tuple[Any, Any]] = {}  # per norm layer, by its index
 
     def moments(self, index: int, x: Any, core: tuple[float, float]) -> tuple[Any, Any]:
         self._recorded[index] = super().moments(index, x, core)
         return self._recorded[index]
 
     def fixed(self) -> FixedStatistics:
-        if any(m is None for m in self._recorded):
+        if not self._recorded:
             raise ValueError("nothing recorded: decode with these statistics first")
-        return FixedStatistics(tuple(self._recorded))
+        return FixedStatistics(tuple(m for _, m in sorted(self._recorded.items())))
 
 
 @dataclass(frozen=True)
@@ -376,7 +374,7 @@ def check_model(kmodel: Any) -> None:
         adains = [m for m in generator.modules() if type(m).__name__ == "AdaIN1d"]
         convs = [m for m in kmodel.decoder.modules() if isinstance(m, torch.nn.Conv1d)]
         laid_out = (
-            len(adains) == GENERATOR_NORMS
+            bool(adains)
             and all(
                 isinstance(m.norm, torch.nn.InstanceNorm1d) and isinstance(m.fc, torch.nn.Linear)
                 for m in adains
@@ -411,6 +409,11 @@ class StagedKokoro:
         replaced = [m for m in kmodel.modules() if isinstance(m, _AdaIN | _Conv)]
         # A model already replaced by an earlier engine keeps its state: both set it.
         self._state = replaced[0].state if replaced else _PassState()
+        # The generator's norm layers, one set of statistics each (Kokoro-82M has 48;
+        # a config with fewer resblocks, fewer).
+        self.norms = sum(isinstance(m, _AdaIN) for m in replaced) or sum(
+            type(m).__name__ == "AdaIN1d" for m in kmodel.decoder.generator.modules()
+        )
         if replaced:
             return
         generator = kmodel.decoder.generator

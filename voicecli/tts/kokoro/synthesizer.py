@@ -466,6 +466,7 @@ class KokoroSynthesizer:
                 "corpus": PRIOR_CORPUS,
                 "seconds": PRIOR_SECONDS,
             },
+            norms=self.stages.norms,
         )
 
     def phonemes(self, text: str) -> list[PhonemeChunk]:

@@ -17,7 +17,7 @@ from voicecli import protocol as p
 from voicecli.config import Settings
 from voicecli.server.requests import Limits
 from voicecli.server.run import bind, kokoro_factory, make_server
-from voicecli.server.scheduler import SpeechModel
+from voicecli.tts.steps import SpeechModel
 
 
 class StandInModel:

@@ -28,8 +28,9 @@ from starlette.websockets import WebSocket
 from voicecli import protocol as p
 from voicecli.server.http import invocations_route, ping_route
 from voicecli.server.requests import Limits
-from voicecli.server.scheduler import Scheduler, SpeechModel
+from voicecli.server.scheduler import Scheduler
 from voicecli.server.ws import WebSocketConnection
+from voicecli.tts.steps import SpeechModel
 
 
 def create_app(

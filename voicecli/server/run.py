@@ -22,7 +22,7 @@ from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
 from voicecli.server.requests import Limits
-from voicecli.server.scheduler import SpeechModel
+from voicecli.tts.steps import SpeechModel
 
 SAGEMAKER_PORT = 8080
 

@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -43,51 +43,9 @@ from voicecli.frames import Word
 from voicecli.memory import release_free_memory
 from voicecli.server.outbox import Outbox
 from voicecli.server.requests import Limits, split_sentences
-from voicecli.tts.steps import AudioPart, Step, TextStaged
+from voicecli.tts.steps import AudioPart, Speaker, SpeechModel, TextStaged
 
 log = logging.getLogger(__name__)
-
-
-class Speaker(Protocol):
-    """Speaks to one listener, keeping its playhead across requests."""
-
-    def ahead(self) -> float:
-        """Seconds of audio the listener has been given and not yet heard."""
-        ...
-
-    def limit_parts(self, seconds: float | None) -> None:
-        """Keep each next part's decoding to about ``seconds``, where possible."""
-        ...
-
-    def speak_steps(
-        self,
-        chunks: list[Any],
-        cancel: CancelToken | None = None,
-        voice: str | None = None,
-        speed: float | None = None,
-    ) -> Generator[Step, None, None]:
-        """One forward pass per step: a chunk's text stages (the words they timed, in
-        samples from the first of ``chunks``' audio), or a part's audio. The worker
-        serves whoever is due between any two steps."""
-        ...
-
-
-class SpeechModel(Protocol):
-    """What the server needs from a synthesizer (KokoroSynthesizer fits)."""
-
-    sample_rate: int
-
-    def phonemes(self, text: str) -> list[Any]:
-        """Text to phoneme chunks (for ``speak_steps``); thread-safe, no forward pass."""
-        ...
-
-    def speaker(self) -> Speaker: ...
-
-    def warm_up_steps(self) -> Iterator[None]:
-        """Pay a process's first, slower forward passes and learn what a first turn
-        needs, one pass per step; the server runs them once, when idle, and serves
-        whoever arrives between any two, so that it never delays a client long."""
-        ...
 
 
 @dataclass(eq=False)

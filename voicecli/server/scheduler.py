@@ -43,7 +43,7 @@ from voicecli.frames import Word
 from voicecli.memory import release_free_memory
 from voicecli.server.outbox import Outbox
 from voicecli.server.requests import Limits, split_sentences
-from voicecli.tts.steps import AudioPart, Speaker, SpeechModel, TextStaged
+from voicecli.tts.steps import AudioPart, Speaker, SpeechModel, Step, TextStaged
 
 log = logging.getLogger(__name__)
 

@@ -82,6 +82,9 @@ class Settings:
     region: str | None = None
     endpoint_url: str | None = None  # ws://HOST:PORT; with sagemaker_endpoint, the runtime's URL
     sagemaker_api: SageMakerAPI = SageMakerAPI.AUTO
+    # The key a voicecli server requires of its clients beyond loopback (serve), and the
+    # one `--endpoint-url` sends to such a server (Authorization: Bearer).
+    server_key: str | None = None
     # The resident engine: Kokoro and the embedded LLM stay loaded in one background
     # process per user, and say and chat become its clients (voicecli engine --help).
     engine: bool = True

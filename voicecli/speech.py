@@ -39,7 +39,10 @@ def make_synthesizer(
         from voicecli.tts.remote import WebSocketSynthesizer
 
         return WebSocketSynthesizer(
-            settings.endpoint_url, voice=settings.voice, speed=settings.speed
+            settings.endpoint_url,
+            voice=settings.voice,
+            speed=settings.speed,
+            key=settings.server_key,
         )
     if settings.engine:
         from voicecli.engine.client import EngineSynthesizer

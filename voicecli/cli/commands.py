@@ -133,6 +133,13 @@ def chat(config_path: Path | None, once: str | None, listen: bool, **flags: Any)
 @click.option("--voice")
 @click.option("--lang")
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--api-key",
+    "server_key",
+    envvar="VOICECLI_SERVER_KEY",
+    help="Required of every client (Authorization: Bearer KEY); made up when --host is "
+    "not loopback.",
+)
 @verbose_option
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path))
 @user_errors
@@ -140,8 +147,10 @@ def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
     """Run the SageMaker-compatible speech server (/ping, /invocations, WebSocket)."""
     from voicecli.server.run import run_server
 
+    if flags.get("server_key") is not None and not flags["server_key"].strip():
+        raise VoiceCliError("--api-key is empty: give a secret, or leave it out on loopback.")
     settings = settings_from(config_path, **flags)
-    run_server(settings, host=host, port=port)
+    run_server(settings, host=host, port=port, notify=display.note)
 
 
 # --- web ---------------------------------------------------------------------------

@@ -22,10 +22,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from voicecli import protocol as p
+from voicecli.server.guard import Guard, GuardMiddleware
 from voicecli.server.http import invocations_route, ping_route
 from voicecli.server.requests import Limits
 from voicecli.server.scheduler import Scheduler
@@ -40,10 +42,12 @@ def create_app(
     scheduler: Scheduler | None = None,
     routes: Sequence[BaseRoute] = (),
     background: Callable[[], Awaitable[None]] | None = None,
+    guard: Guard | None = None,
 ) -> Starlette:
     """The ASGI app. ``synth_factory`` runs in a thread at startup; /ping says 503 until
-    it returns. The resident scheduler passes its own ``scheduler``, its ``routes`` and a
-    ``background`` task that runs while the app does."""
+    it returns. The resident engine passes its own ``scheduler``, its ``routes`` and a
+    ``background`` task that runs while the app does. ``guard``: who may ask, on TCP
+    (the engine's Unix socket is private, and has none)."""
     scheduler = scheduler or Scheduler(synth_factory, limits or Limits())
 
     @asynccontextmanager
@@ -66,6 +70,7 @@ def create_app(
             *routes,
         ],
         lifespan=lifespan,
+        middleware=[Middleware(GuardMiddleware, guard=guard)] if guard is not None else [],
     )
     app.state.scheduler = scheduler
     return app

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import secrets
 import socket
 from collections.abc import Callable, Sequence
 
@@ -21,6 +22,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
+from voicecli.server.guard import Guard, bearer, is_loopback
 from voicecli.server.requests import Limits
 from voicecli.tts.steps import SpeechModel
 
@@ -98,13 +100,17 @@ def make_server(
     limits: Limits | None = None,
     log_level: str = "info",
     *,
+    host: str = "127.0.0.1",
+    key: str | None = None,
     app: Starlette | None = None,
 ) -> uvicorn.Server:
-    """uvicorn serving ``create_app(synth_factory, limits)``, or ``app`` (the resident
-    engine's, built on the same)."""
+    """uvicorn serving ``create_app(synth_factory, limits)``, guarded for a server bound
+    to ``host`` (``key``: required of every client), or ``app`` (the resident engine's,
+    built on the same)."""
     limits = limits or Limits()
+    guard = Guard(host, authorized=bearer(key) if key else None)
     config = uvicorn.Config(
-        app or create_app(synth_factory, limits),
+        app or create_app(synth_factory, limits, guard=guard),
         log_level=log_level,
         http=HeadTimeoutH11,
         # Oversized frames are refused by the WebSocket layer (close code 1009).
@@ -125,10 +131,11 @@ def serve(
     synth_factory: Callable[[], SpeechModel],
     limits: Limits | None = None,
     log_level: str = "info",
+    key: str | None = None,
 ) -> None:
     """Serve until interrupted. The model loads in the background: /ping is 503 until then."""
     sock = bind(host, port)
-    make_server(synth_factory, limits, log_level).run(sockets=[sock])
+    make_server(synth_factory, limits, log_level, host=host, key=key).run(sockets=[sock])
 
 
 def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
@@ -142,9 +149,21 @@ def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
     return load
 
 
-def run_server(settings: Settings, host: str, port: int) -> None:
-    """``voicecli serve``: local Kokoro from ``settings`` behind the container app."""
-    serve(host, port, kokoro_factory(settings), log_level="debug" if settings.verbose else "info")
+def run_server(
+    settings: Settings, host: str, port: int, *, notify: Callable[[str], None] | None = None
+) -> None:
+    """``voicecli serve``: local Kokoro from ``settings`` behind the container app. Beyond
+    loopback every client needs the key (``server_key``, else one made up and said)."""
+    key = settings.server_key
+    if key is None and not is_loopback(host):
+        key = secrets.token_urlsafe(18)
+        if notify is not None:
+            notify(
+                f"Listening on {host}, beyond this machine: every request needs the key "
+                f"(Authorization: Bearer {key}; set server_key to choose it)."
+            )
+    level = "debug" if settings.verbose else "info"
+    serve(host, port, kokoro_factory(settings), log_level=level, key=key)
 
 
 def _port(text: str) -> int:
@@ -165,7 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
-        run_server(config.resolve(), args.host, args.port)
+        # SageMaker's runtime sends no key, and is all that reaches the container: its
+        # guard still refuses other sites' pages, and its Host is SageMaker's.
+        settings = config.resolve()
+        serve(args.host, args.port, kokoro_factory(settings), key=settings.server_key)
     except VoiceCliError as exc:
         logging.error("%s", exc)
         return exc.exit_code

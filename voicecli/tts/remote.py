@@ -40,7 +40,10 @@ class WebSocketSynthesizer(RemoteSynthesizer):
         max_in_flight: int = p.MAX_IN_FLIGHT,
         unix_socket: str | None = None,
         where: str | None = None,
+        key: str | None = None,
     ) -> None:
+        """``key``: the server's, sent with the handshake (a server beyond loopback
+        requires one)."""
         super().__init__(voice, speed)
         self.url = websocket_url(endpoint_url)
         self.unix_socket = unix_socket  # the resident engine's; the URL then names no host
@@ -48,9 +51,10 @@ class WebSocketSynthesizer(RemoteSynthesizer):
         self.open_timeout = open_timeout
         self.read_timeout = read_timeout  # silence allowed while sentences are unanswered
         self.max_in_flight = max_in_flight
+        self._key = key
 
     def _connect(self) -> Any:
-        from websockets.exceptions import InvalidHandshake, InvalidURI
+        from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
         from websockets.sync.client import connect, unix_connect
 
         options: dict[str, Any] = {
@@ -58,10 +62,19 @@ class WebSocketSynthesizer(RemoteSynthesizer):
             "max_size": 4 << 20,
             "compression": None,
         }
+        if self._key is not None:
+            options["additional_headers"] = {"Authorization": f"Bearer {self._key}"}
         try:
             if self.unix_socket is not None:
                 return unix_connect(self.unix_socket, self.url, **options)
             return connect(self.url, proxy=None, **options)
+        except InvalidStatus as exc:
+            if exc.response.status_code == 403:
+                raise VoiceCliError(
+                    f"The speech server at {self.url} refused this client (HTTP 403): it "
+                    "needs its key. Set server_key (or VOICECLI_SERVER_KEY) to it."
+                ) from None
+            raise ConnectionLost(f"Cannot open the speech stream at {self.url}: {exc}.") from None
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             if self.unix_socket is not None:
                 raise ConnectionLost(f"Cannot reach {self.where}: {exc}.") from None
@@ -84,7 +97,7 @@ class _WebSocketTransport:
     """One turn's WebSocket connection (``websockets``' threading client)."""
 
     def __init__(self, conn: Any, where: str) -> None:
-        self.conn = conn
+        self.conn = conn.__enter__()  # left in ``end``: the connection lives for one turn
         self.where = where
 
     def send(self, message: dict[str, Any]) -> None:
@@ -114,4 +127,4 @@ class _WebSocketTransport:
             pass
 
     def end(self) -> None:
-        self.conn.close()
+        self.conn.__exit__(None, None, None)

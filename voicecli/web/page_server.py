@@ -5,9 +5,10 @@ tab: with the resident engine (the default) both live there and the engine's sch
 takes the tabs' sentences in turn; without it, Kokoro is in this process and the tabs'
 forward passes take turns on its one torch thread.
 
-Bound to loopback, the page is for this machine's user; the WebSocket still refuses
-other sites' pages (their ``Origin``), which any page in the user's browser could
-otherwise open. Bound anywhere else, every request needs the token.
+Every request passes ``server.guard`` first: bound to loopback, the page answers only to
+loopback names (a page whose name was rebound to this machine is refused) and only to its
+own page's Origin; bound anywhere else, every request needs the token, in the URL or in
+the cookie the page gets with it.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import logging
 import secrets
 from contextlib import ExitStack
 from importlib import resources
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -36,6 +37,7 @@ from voicecli.config import Settings
 from voicecli.frames import Synthesizer
 from voicecli.llm.contract import LLM
 from voicecli.llm.open import open_llm
+from voicecli.server.guard import Guard, GuardMiddleware, Scope, is_loopback
 from voicecli.server.run import HeadTimeoutH11, bind
 from voicecli.speech import make_synthesizer
 from voicecli.web import messages as m
@@ -47,6 +49,7 @@ STALL_TIMEOUT = 30.0  # seconds a tab may play nothing with audio waiting (the s
 # Bytes queued for a tab and not yet taken by its socket: far above what backpressure
 # lets through (10 s of audio is 480 kB), so only a tab that stopped reading meets it.
 MAX_BACKLOG_BYTES = 4 << 20
+TOKEN_COOKIE = "voicecli_token"
 POLICY_VIOLATION = 1008  # WebSocket close code
 _FILES = {
     "/": ("index.html", "text/html; charset=utf-8"),
@@ -54,15 +57,6 @@ _FILES = {
     "/worklet.js": ("worklet.js", "text/javascript; charset=utf-8"),
     "/page.css": ("page.css", "text/css; charset=utf-8"),
 }
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class TabSocket:
@@ -145,33 +139,36 @@ class WebApp:
         llm: LLM,
         token: str | None = None,
         *,
+        host: str = "127.0.0.1",
         stall_timeout: float = STALL_TIMEOUT,
     ) -> None:
         self.settings = settings
         self.synth = synth
         self.llm = llm  # every tab's: replies stream side by side
         self.token = token
+        self.host = host  # where it is bound: which Host names it answers to
         self.stall_timeout = stall_timeout
         self.tabs: set[Tab] = set()
 
-    def allowed(self, query_token: str | None) -> bool:
+    def authorized(self, scope: Scope) -> bool:
+        """The token, in the URL (``?token=``) or in the cookie the page was given."""
         if self.token is None:
             return True
-        return query_token is not None and hmac.compare_digest(query_token, self.token)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        cookies = _cookies(scope)
+        given = [*query.get("token", []), cookies.get(TOKEN_COOKIE)]
+        return any(g is not None and hmac.compare_digest(g, self.token) for g in given)
 
     async def page(self, request: Request) -> Response:
         name, media_type = _FILES[request.url.path]
-        if name == "index.html" and not self.allowed(request.query_params.get("token")):
-            return PlainTextResponse(
-                "This voicecli web needs its token: open the URL it printed.", 403
-            )
         body = resources.files("voicecli.web").joinpath("static", name).read_bytes()
-        return Response(body, media_type=media_type, headers={"Cache-Control": "no-store"})
+        response = Response(body, media_type=media_type, headers={"Cache-Control": "no-store"})
+        if self.token is not None and name == "index.html":
+            # The page's own requests (its scripts, its worklet) carry it from now on.
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+        return response
 
     async def socket(self, ws: WebSocket) -> None:
-        if not self.allowed(ws.query_params.get("token")) or not _same_origin(ws):
-            await ws.close(POLICY_VIOLATION)
-            return
         await ws.accept()
         link = TabSocket(ws, asyncio.get_running_loop())
         sender = asyncio.create_task(link.run())
@@ -207,21 +204,28 @@ class WebApp:
                 await sender
 
     def routes(self) -> Starlette:
+        guard = Guard(self.host, authorized=None if self.token is None else self.authorized)
         return Starlette(
             routes=[
                 *(Route(path, self.page) for path in _FILES),
                 Route("/favicon.ico", lambda request: Response(status_code=204)),
                 WebSocketRoute("/ws", self.socket),
-            ]
+            ],
+            middleware=[Middleware(GuardMiddleware, guard=guard)],
         )
 
 
-def _same_origin(ws: WebSocket) -> bool:
-    """No Origin (not a browser), or the page's own host."""
-    origin = ws.headers.get("origin")
-    if origin is None:
-        return True
-    return urlsplit(origin).netloc == ws.headers.get("host")
+def _cookies(scope: Scope) -> dict[str, str]:
+    from http.cookies import SimpleCookie
+
+    jar: SimpleCookie = SimpleCookie()
+    for key, value in scope.get("headers", ()):
+        if key.lower() == b"cookie":
+            try:
+                jar.load(value.decode("latin-1"))
+            except Exception:  # noqa: BLE001 - a malformed cookie is no token
+                return {}
+    return {name: morsel.value for name, morsel in jar.items()}
 
 
 def run_web(settings: Settings, host: str, port: int, token: str | None) -> None:
@@ -237,7 +241,7 @@ def run_web(settings: Settings, host: str, port: int, token: str | None) -> None
             stack.callback(synth.close)
             synth.warm_up()
         prepare_llm(llm)  # the embedded model loaded, or the server checked, before a tab
-        app = WebApp(settings, synth, llm, token)
+        app = WebApp(settings, synth, llm, token, host=host)
         shown = sock.getsockname()
         url = f"http://{'localhost' if is_loopback(host) else host}:{shown[1]}/"
         if token is not None:

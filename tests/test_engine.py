@@ -284,45 +284,107 @@ def client_dies_mid_turn(runtime: Path, tiny_model_dir: Path, tmp_path: Path) ->
     assert read_wav(out)[0].size > 0
 
 
-@pytest.mark.long
-def test_either_side_dying_mid_turn_costs_the_other_nothing(started, tiny_model_dir, tmp_path):
-    client_dies_mid_turn(started, tiny_model_dir, tmp_path)
+def cues(path: Path) -> list[tuple[float, float, str]]:
+    """A WebVTT file's cues: (start, end, text)."""
 
-    # The engine killed mid-turn: its client finishes the text in its own process.
-    # The same text in this process: the length every sample of it should add up to.
-    whole = tmp_path / "whole.wav"
-    result = CliRunner().invoke(
-        cli, ["say", "--no-engine", *tiny(tiny_model_dir, "-o", str(whole)), SENTENCES]
-    )
-    assert result.exit_code == 0, result.output
-    out = tmp_path / "cut.wav"
-    pid = engine_pid(started)
-    env = {**os.environ, **engine_env(started)}
+    def seconds(stamp: str) -> float:
+        h, m, s = stamp.split(":")
+        return int(h) * 3600 + int(m) * 60 + float(s)
+
+    found = []
+    for block in path.read_text().split("\n\n")[1:]:
+        lines = block.strip().splitlines()
+        timing = next((line for line in lines if " --> " in line), None)
+        if timing is not None:
+            a, b = timing.split(" --> ")
+            found.append(
+                (seconds(a), seconds(b.split()[0]), " ".join(lines[lines.index(timing) + 1 :]))
+            )
+    return found
+
+
+def say_with_a_fault(
+    runtime: Path, model_dir: Path, out: Path, fault: signal.Signals | None
+) -> subprocess.CompletedProcess:
+    """``say -o`` of SENTENCES piped in two parts, with ``fault`` sent to the engine
+    between them (while it speaks the first sentences)."""
+    env = {**os.environ, **engine_env(runtime)}
     client = subprocess.Popen(
-        [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir, "-o", str(out))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "voicecli", "say",
+         *tiny(model_dir, "-o", str(out), "--captions", str(out.with_suffix(".vtt")))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env,
-    )
+    )  # fmt: skip
     assert client.stdin is not None
-    # The first sentences go to the engine; it dies before the rest arrive.
     client.stdin.write(SENTENCES[: len(SENTENCES) // 3])
     client.stdin.flush()
-    time.sleep(4)
-    os.kill(pid, signal.SIGKILL)
+    if fault is not None:
+        deadline = time.monotonic() + 60
+        while not out.exists() or out.stat().st_size <= 44:  # some audio is written
+            assert time.monotonic() < deadline and client.poll() is None, client.stderr.read()
+            time.sleep(0.05)
+        os.kill(engine_pid(runtime), fault)
     client.stdin.write(SENTENCES[len(SENTENCES) // 3 :])
     client.stdin.close()
-    assert client.stderr is not None
     stderr = client.stderr.read()
     client.wait(timeout=120)
-    assert client.returncode == 0, stderr
-    notes = [line for line in stderr.splitlines() if "Finishing in this process" in line]
-    assert len(notes) == 1, stderr
-    assert "Traceback" not in stderr
+    return subprocess.CompletedProcess(client.args, client.returncode, "", stderr)
+
+
+def assert_nothing_lost(out: Path, reference: Path, result: subprocess.CompletedProcess) -> None:
+    """The output of a faulted turn is the reference's, sample for sample give or take a
+    device block, and its captions keep every word, timed as the reference's."""
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stderr.splitlines() if "Finishing in this process" in line]
+    assert len(notes) == 1, result.stderr
+    assert "Traceback" not in result.stderr
     cut, _ = read_wav(out)
-    reference, _ = read_wav(whole)
-    # Every sentence is there once: the same length as the in-process render, give or
-    # take the pause a line break adds.
-    assert abs(len(cut) - len(reference)) < 0.1 * len(reference), (len(cut), len(reference))
+    whole, _ = read_wav(reference)
+    assert abs(len(cut) - len(whole)) <= 480, (len(cut), len(whole))
+    got, want = cues(out.with_suffix(".vtt")), cues(reference.with_suffix(".vtt"))
+    assert [text for _, _, text in got] == [text for _, _, text in want]
+    assert all(end > start for start, end, _ in got), got
+    for (a, b, _), (c, d, _) in zip(got, want, strict=True):
+        assert abs(a - c) <= 0.02 and abs(b - d) <= 0.02, (got, want)
+
+
+@pytest.mark.long
+def test_either_side_dying_or_hanging_mid_turn_costs_the_other_nothing(
+    started, tiny_model_dir, tmp_path
+):
+    client_dies_mid_turn(started, tiny_model_dir, tmp_path)
+
+    # The same text, spoken whole by the engine: what every faulted turn must add up to.
+    reference = tmp_path / "whole.wav"
+    assert say_with_a_fault(started, tiny_model_dir, reference, None).returncode == 0
+
+    # The engine killed mid-turn: its client finishes the text in its own process.
+    killed = tmp_path / "killed.wav"
+    pid = engine_pid(started)
+    assert_nothing_lost(
+        killed, reference, say_with_a_fault(started, tiny_model_dir, killed, signal.SIGKILL)
+    )
+    assert wait_gone(pid)
+
+    # Stopped mid-turn (it answers nothing, not even pings): the client notices within
+    # seconds and finishes alike; status and the next command say so, and stop ends it.
+    stopped = tmp_path / "stopped.wav"
+    began = time.monotonic()
+    result = say_with_a_fault(started, tiny_model_dir, stopped, signal.SIGSTOP)
+    assert_nothing_lost(stopped, reference, result)
+    assert time.monotonic() - began < 60
+    frozen = int(Path(started / "engine.pid").read_text().split('"pid": ')[1].split(",")[0])
+    status = voicecli(started, "engine", "status")
+    assert status.returncode == 1 and "does not answer" in status.stderr
+    assert f"pid {frozen}" in status.stderr and "`voicecli engine stop` ends it" in status.stderr
+    hello = tmp_path / "hello.wav"
+    again = voicecli(started, "say", *tiny(tiny_model_dir, "-o", str(hello)), "Hello there.")
+    assert again.returncode == 0 and read_wav(hello)[0].size > 0, again.stderr
+    assert "Finishing in this process" in again.stderr
+    ended = voicecli(started, "engine", "stop")
+    assert ended.returncode == 0, ended.stderr
+    assert (
+        ended.stdout.strip() == f"Stopped the voicecli engine (pid {frozen}), which did not answer."
+    )
+    assert wait_gone(frozen)
+    assert not (started / "engine.sock").exists() and not (started / "engine.pid").exists()

@@ -262,3 +262,26 @@ def test_pauses_of_the_real_model_are_quiet_word_boundaries(real_synth):
     assert end < utt.frames - 20
     assert np.abs(audio[300 * end :]).max() < 0.01 * peak
     assert np.abs(audio[300 * (end - 12) : 300 * end]).max() > 0.05 * peak
+
+
+@pytest.mark.slow
+def test_a_turn_continued_here_goes_on_as_it_would_have(real_synth):
+    """A resident engine that dies mid-turn leaves the rest of the turn to the client's
+    own synthesizer: its sentences must be laid out as the engine's would have been (the
+    real weights' lead-in kept after a first sentence), or the sentence in progress
+    resumes at the wrong sample."""
+    from voicecli.cancel import CancelToken
+    from voicecli.frames import Sentence
+    from voicecli.timeline import Timeline
+
+    def samples(sentences: list[Sentence]) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for chunk in real_synth.stream(sentences, CancelToken(), Timeline()):
+            counts[chunk.sentence] = counts.get(chunk.sentence, 0) + len(chunk.samples)
+        return counts
+
+    turn = [Sentence(0, "Sure."), Sentence(1, "Here it is.")]
+    whole = samples(turn)
+    continued = samples(turn[1:])
+    assert continued[1] == whole[1]
+    assert samples([Sentence(0, turn[1].text)])[0] < whole[1]  # a turn's first: no lead-in

@@ -310,7 +310,8 @@ def test_an_http_client_that_hangs_up_stops_the_synthesis(accept: str) -> None:
         body = json.dumps({"text": "200."}).encode()
         with socket.create_connection(("127.0.0.1", running.port)) as sock:
             sock.sendall(
-                b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\n"
                 + f"Accept: {accept}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
                 + body
             )
@@ -410,12 +411,14 @@ def post(server: RunningServer, body: bytes, content_type: str) -> tuple[int, di
 
 def test_a_huge_body_is_refused_before_it_is_read(tiny_server: RunningServer) -> None:
     with socket.create_connection(("127.0.0.1", tiny_server.port)) as sock:
-        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000000\r\n"
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Length: 1000000000\r\n"
                      b"Content-Type: application/json\r\n\r\n")  # fmt: skip
         reply = response_of(sock)
     assert reply.startswith("HTTP/1.1 413") and p.TEXT_TOO_LONG in reply
     with socket.create_connection(("127.0.0.1", tiny_server.port)) as sock:  # no length given
-        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Transfer-Encoding: chunked\r\n"
                      b"Content-Type: application/json\r\n\r\n")  # fmt: skip
         chunk = b"x" * 65536
         try:

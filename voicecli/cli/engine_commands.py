@@ -76,11 +76,16 @@ def stop(config_path: Path | None) -> None:
     """Stop the engine (its clients finish their turns in-process)."""
     from voicecli.engine.handle import EngineHandle
 
-    info = EngineHandle(settings_from(config_path)).stop()
-    if info is None:
+    stopped = EngineHandle(settings_from(config_path)).stop()
+    if stopped is None:
         display.out.print("No voicecli engine was running.", markup=False)
+    elif stopped.answered:
+        display.out.print(f"Stopped the voicecli engine (pid {stopped.pid}).", markup=False)
     else:
-        display.out.print(f"Stopped the voicecli engine (pid {info.pid}).", markup=False)
+        display.out.print(
+            f"Stopped the voicecli engine (pid {stopped.pid}), which did not answer.",
+            markup=False,
+        )
 
 
 @engine.command(hidden=True)

@@ -201,3 +201,6 @@ def setup_logging(settings: config.Settings) -> None:
         warnings.filterwarnings("ignore", category=FutureWarning)
         for noisy in ("torch", "phonemizer", "httpx", "urllib3", "botocore"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
+        # A connection that breaks is voicecli's to report, in one line: the websockets
+        # client logs it again, with a traceback, from its keepalive thread.
+        logging.getLogger("websockets").setLevel(logging.CRITICAL)

@@ -19,11 +19,19 @@ from voicecli.tts.remote import WebSocketSynthesizer
 from voicecli.tts.remote_turn import ConnectionLost
 from voicecli.tts.voices import VoiceSpec, check_voice_name
 
+# A ping the engine leaves unanswered this long: it is stopped, or its loop is stuck.
+PING_SECONDS = 1.0
+# Silence while a sentence is unanswered: its scheduler is stuck (its loop still answers
+# pings). Well past what serving its other clients' passes in turn takes.
+STALL_SECONDS = 10.0
+
 
 class EngineSynthesizer:
     """Speech from the resident engine, with the in-process synthesizer as a fallback
-    for a turn whose engine died: the sentences it had not finished are spoken
-    in-process, from the sample the listener had reached, so no text is lost."""
+    for a turn whose engine died, stopped or hangs: the sentences it had not finished
+    are spoken in-process, from the sample the listener had reached, so no text is lost;
+    an engine that does not answer at the start of a turn gives the whole turn to this
+    process."""
 
     sample_rate = WebSocketSynthesizer.sample_rate
     capabilities = SynthCapabilities(streams_within_sentence=True, word_timings=True)
@@ -39,9 +47,14 @@ class EngineSynthesizer:
         self._local_factory = local
         self._notify = notify
         self._local: Synthesizer | None = None
-        info = self.engine.ensure(notify)
-        self._voices = list((info.details or {}).get("voices", []))
+        self._voices: list[str] | None = None  # the engine's voice set, once it answered
         self._remote = self._connect()
+        try:
+            info = self.engine.ensure(notify)
+        except EngineUnavailable as exc:
+            self._fall_back(exc)
+        else:
+            self._voices = list((info.details or {}).get("voices", []))
         self.set_voice(settings.voice)
 
     def _connect(self) -> WebSocketSynthesizer:
@@ -51,12 +64,27 @@ class EngineSynthesizer:
             speed=self.settings.speed,
             unix_socket=str(self.engine.socket),
             where="the voicecli engine",
+            ping_interval=PING_SECONDS,
+            read_timeout=STALL_SECONDS,
         )
+
+    def _fall_back(self, why: Exception) -> Synthesizer:
+        """Speak in this process from now on, saying why once."""
+        if self._notify is not None:
+            self._notify(f"{why} Finishing in this process.")
+        if self._local is None:
+            self._local = self._local_factory()
+            if self._remote.voice is not None:
+                self._local.set_voice(self._remote.voice)
+            if self._remote.speed is not None:
+                self._local.set_speed(self._remote.speed)
+        return self._local
 
     def set_voice(self, voice: str) -> None:
         """Checked now against the engine's voice set, as the local synthesizer does."""
-        for name, _ in VoiceSpec.parse(voice).parts:
-            check_voice_name(name, self._voices)
+        if self._voices is not None:
+            for name, _ in VoiceSpec.parse(voice).parts:
+                check_voice_name(name, self._voices)
         self._remote.set_voice(voice)
         if self._local is not None:
             self._local.set_voice(voice)
@@ -88,7 +116,8 @@ class EngineSynthesizer:
                 yield sentence
 
         iterator = iter(sentences)
-        if self._local is None:
+        local = self._local
+        if local is None:
             try:
                 # The engine may have idled out or died between turns: start it again.
                 self.engine.ensure(self._notify)
@@ -102,26 +131,9 @@ class EngineSynthesizer:
             except (ConnectionLost, EngineUnavailable) as exc:
                 if cancel.cancelled:
                     return
-                if self._notify is not None:
-                    self._notify(f"{exc} Finishing in this process.")
-        yield from self._finish_locally(unfinished, received, iterator, cancel, timeline)
-
-    def _finish_locally(
-        self,
-        unfinished: dict[int, Sentence],
-        received: dict[int, int],
-        rest: Iterator[Sentence],
-        cancel: CancelToken,
-        timeline: Timeline,
-    ) -> Iterator[AudioChunk]:
-        if self._local is None:
-            self._local = self._local_factory()
-            if self._remote.voice is not None:
-                self._local.set_voice(self._remote.voice)
-            if self._remote.speed is not None:
-                self._local.set_speed(self._remote.speed)
+                local = self._fall_back(exc)
         pending = [unfinished[i] for i in sorted(unfinished)]
-        for chunk in self._local.stream(_chain(pending, rest), cancel, timeline):
+        for chunk in local.stream(_chain(pending, iterator), cancel, timeline):
             yield from _after(chunk, received.get(chunk.sentence, 0))
 
 

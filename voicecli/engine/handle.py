@@ -28,8 +28,10 @@ from voicecli.engine.identity import EngineIdentity, describe_record
 from voicecli.engine.runtime import (
     LOCK_NAME,
     LOG_NAME,
+    PID_NAME,
     SOCKET_NAME,
     open_private,
+    recorded_pid,
     runtime_dir,
 )
 from voicecli.errors import VoiceCliError
@@ -58,6 +60,12 @@ class _UnixHTTP(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
         self.sock.connect(self._path)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    pid: int
+    answered: bool  # False: it did not answer, and was ended by its recorded pid
 
 
 @dataclass(frozen=True)
@@ -117,9 +125,11 @@ class EngineHandle:
                 self.socket.unlink()
             return None
         except (OSError, ValueError, http.client.HTTPException) as exc:
+            pid = recorded_pid(self.dir)
+            which = f" (pid {pid})" if pid is not None else ""
             raise EngineUnavailable(
-                f"The voicecli engine at {self.socket} does not answer ({exc}). Run "
-                "`voicecli engine stop`, or use --no-engine."
+                f"The voicecli engine{which} does not answer on {self.socket} ({exc}): "
+                "`voicecli engine stop` ends it."
             ) from None
         return EngineInfo(
             int(data["pid"]),
@@ -225,27 +235,45 @@ class EngineHandle:
                 )
             time.sleep(0.05)
 
-    def stop(self) -> EngineInfo | None:
-        """Stop the engine if one runs; what it was, or None."""
+    def stop(self) -> Stopped | None:
+        """Stop the engine if one runs, answering or not (by the pid it recorded); what
+        was stopped, or None."""
         with self._locked():
-            info = self.probe()
-            if info is not None:
-                self._stop(info)
-            return info
+            try:
+                info = self.probe()
+            except EngineUnavailable:
+                pid = recorded_pid(self.dir)
+                if pid is None:
+                    raise
+                self._end(pid)
+                return Stopped(pid, answered=False)
+            if info is None:
+                return None
+            self._stop(info)
+            return Stopped(info.pid, answered=True)
 
     def _stop(self, info: EngineInfo) -> None:
-        for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT), (signal.SIGKILL, 2.0)):
+        self._end(info.pid)
+
+    def _end(self, pid: int) -> None:
+        """SIGTERM (with SIGCONT, which a stopped engine needs to act on it), then
+        SIGKILL; its socket and pid file go with it."""
+        steps = ((signal.SIGTERM, STOP_TIMEOUT), (signal.SIGKILL, 2.0))
+        for sig, wait in steps:
             try:
-                os.kill(info.pid, sig)
+                os.kill(pid, sig)
+                if sig == signal.SIGTERM:
+                    os.kill(pid, signal.SIGCONT)
             except ProcessLookupError:
                 break
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and _alive(info.pid):
+            while time.monotonic() < deadline and _alive(pid):
                 time.sleep(0.05)
-            if not _alive(info.pid):
+            if not _alive(pid):
                 break
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
+        for leftover in (self.socket, self.dir / PID_NAME):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
 
 
 def _alive(pid: int) -> bool:

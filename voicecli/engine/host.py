@@ -25,7 +25,7 @@ from starlette.routing import Route
 from voicecli.config import Settings
 from voicecli.engine.handle import INFO_PATH, LLM_PATH
 from voicecli.engine.identity import EngineIdentity
-from voicecli.engine.runtime import SOCKET_NAME, runtime_dir
+from voicecli.engine.runtime import SOCKET_NAME, record_pid, recorded_pid, runtime_dir
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
 from voicecli.server.requests import Limits
@@ -174,7 +174,8 @@ def _rss_mb() -> float | None:
 
 def run_engine(settings: Settings) -> None:
     """Serve on this user's engine socket until idle, stopped or killed."""
-    path = runtime_dir(settings) / SOCKET_NAME
+    directory = runtime_dir(settings)
+    path = directory / SOCKET_NAME
     host = EngineHost(settings)
     app = create_app(
         host.factory,
@@ -185,6 +186,8 @@ def run_engine(settings: Settings) -> None:
         ],
         background=host.watch,
     )
+    # Before the socket: a client that finds the engine gone quiet can still end it.
+    pid_file = record_pid(directory)
     sock = bind_unix(path)
     inode = path.stat().st_ino
     level = "debug" if settings.verbose else "warning"
@@ -199,4 +202,7 @@ def run_engine(settings: Settings) -> None:
         with contextlib.suppress(OSError):
             if path.stat().st_ino == inode:
                 path.unlink()
+        with contextlib.suppress(OSError):
+            if recorded_pid(directory) == os.getpid():
+                pid_file.unlink()
         sock.close()

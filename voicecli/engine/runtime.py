@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import tempfile
@@ -93,3 +94,51 @@ def open_private(path: Path, flags: int) -> int:
         )
     os.set_blocking(fd, True)
     return fd
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if it is gone: with
+    the pid, what tells a process from a later one given the same pid."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def record_pid(directory: Path) -> Path:
+    """Write this process's pid and start time to the directory's pid file."""
+    path = directory / PID_NAME
+    fd = open_private(path, os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"pid": os.getpid(), "started": process_start(os.getpid())}, f)
+    return path
+
+
+def recorded_pid(directory: Path) -> int | None:
+    """The pid the directory's engine recorded, if that very process still runs as this
+    user (not a later process given the same pid)."""
+    path = directory / PID_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return None
+        with os.fdopen(fd, "r") as f:
+            fd = -1
+            record = json.loads(f.read(4096))
+        pid, started = int(record["pid"]), record["started"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    try:
+        owner = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+    if owner != os.getuid() or started is None or process_start(pid) != started:
+        return None
+    return pid

@@ -41,9 +41,11 @@ class WebSocketSynthesizer(RemoteSynthesizer):
         unix_socket: str | None = None,
         where: str | None = None,
         key: str | None = None,
+        ping_interval: float = 20.0,
     ) -> None:
         """``key``: the server's, sent with the handshake (a server beyond loopback
-        requires one)."""
+        requires one). ``ping_interval``: a server that leaves a ping unanswered as long
+        is gone (one that is stopped, or whose loop is stuck)."""
         super().__init__(voice, speed)
         self.url = websocket_url(endpoint_url)
         self.unix_socket = unix_socket  # the resident engine's; the URL then names no host
@@ -52,6 +54,7 @@ class WebSocketSynthesizer(RemoteSynthesizer):
         self.read_timeout = read_timeout  # silence allowed while sentences are unanswered
         self.max_in_flight = max_in_flight
         self._key = key
+        self._ping_interval = ping_interval
 
     def _connect(self) -> Any:
         from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
@@ -61,6 +64,8 @@ class WebSocketSynthesizer(RemoteSynthesizer):
             "open_timeout": self.open_timeout,
             "max_size": 4 << 20,
             "compression": None,
+            "ping_interval": self._ping_interval,
+            "ping_timeout": self._ping_interval,
         }
         if self._key is not None:
             options["additional_headers"] = {"Authorization": f"Bearer {self._key}"}

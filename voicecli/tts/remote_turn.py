@@ -208,8 +208,9 @@ class Transport(Protocol):
 
 
 class ConnectionLost(VoiceCliError):
-    """The speech server could not be reached, or its connection broke mid-turn (as
-    opposed to an error it replied with): a caller with another way to speak may use it."""
+    """The speech server could not be reached, its connection broke mid-turn, or it
+    stopped answering (as opposed to an error it replied with): a caller with another way
+    to speak may use it."""
 
 
 def run_turn(
@@ -271,7 +272,7 @@ def run_turn(
                 if turn.in_flight == 0:
                     quiet_since = time.monotonic()
                 elif time.monotonic() - quiet_since > read_timeout:
-                    raise VoiceCliError(
+                    raise ConnectionLost(
                         f"The speech server at {where} sent nothing for {read_timeout:g} s. "
                         "It may be overloaded or stuck."
                     )

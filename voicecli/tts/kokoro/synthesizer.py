@@ -148,7 +148,7 @@ class KokoroSpeaker:
         self.plan = PhrasePlan(cost=synth.cost) if plan is None else plan
         self.plan.context = 2 * CONTEXT  # what each of this executor's decodes pays for
         self.playhead = Playhead()
-        self._fresh = True  # nothing spoken yet: Kokoro's lead-in would only be a wait
+        self.fresh = True  # nothing spoken yet: Kokoro's lead-in would only be a wait
         # After a clause cut, the frames of trailing silence it did not get, which the
         # next text's lead-in may take beyond its own; None after a sentence.
         self._slack: int | None = None
@@ -292,7 +292,7 @@ class KokoroSpeaker:
         lengthened (up to the silence Kokoro would have put there) only as much as this
         machine needs to decode the next phrase before the listener runs out of audio,
         with the planner's margin: a pause that the voice plans rather than a stall."""
-        fresh, self._fresh = self._fresh, False
+        fresh, self.fresh = self.fresh, False
         frames = utt.frames
         if self.synth.mode is Synthesis.SENTENCE:
             return _Layout(0, 0, 0, frames, frames, ())
@@ -567,6 +567,10 @@ class KokoroSynthesizer:
         for sentence in sentences:
             if cancel.cancelled:
                 return
+            if sentence.index > 0 and speaker.fresh:
+                # A turn begun elsewhere (a resident engine that died): its lead-ins go on
+                # as they would have, so that the sentence in progress resumes at its sample.
+                speaker.fresh = False
             timeline.mark(SYNTH_START, sentence.index)
             offset = 0
             words: list[Word] = []  # timed, and not yet in a chunk

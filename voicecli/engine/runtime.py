@@ -85,6 +85,11 @@ def open_private(path: Path, flags: int) -> int:
                 f"{path} is a symbolic link: the voicecli engine will not follow it. "
                 "Remove it, or use --no-engine."
             ) from None
+        if exc.errno == errno.ENXIO:  # a fifo (or a socket) nobody reads
+            raise UnsafeRuntimeDir(
+                f"{path} is not a regular file: the voicecli engine will not use it. "
+                "Remove it, or use --no-engine."
+            ) from None
         raise UnsafeRuntimeDir(f"Cannot open {path}: {exc.strerror or exc}.") from None
     why = _not_private(os.fstat(fd), want_dir=False)
     if why is not None:

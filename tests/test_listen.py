@@ -97,6 +97,11 @@ def transcriber() -> Transcriber:
     return Transcriber("tiny.en")
 
 
+def hear_file(path: Path) -> np.ndarray:
+    """A file's audio, as ``voicecli transcribe`` decodes it."""
+    return read_audio(path, max_seconds=600).audio
+
+
 def silence(seconds: float) -> np.ndarray:
     return np.zeros(round(seconds * HEARING_RATE), np.float32)
 
@@ -116,8 +121,8 @@ def detect(audio: np.ndarray, detector: TurnDetector) -> list[SpeechEvent]:
 
 
 # --- voicecli transcribe -------------------------------------------------------------
-def run(args: list[str]):  # noqa: ANN201
-    return CliRunner().invoke(cli, args, catch_exceptions=False)
+def run(args: list[str], env: dict[str, str] | None = None):  # noqa: ANN201
+    return CliRunner().invoke(cli, args, catch_exceptions=False, env=env)
 
 
 def test_transcribe_prints_what_a_24khz_wav_says(utterances):
@@ -156,6 +161,43 @@ def test_espeak_speech_is_transcribed(transcriber):
     assert same_words(heard.text, "Which planet is closest to the sun?"), heard.text
 
 
+def lying_wav(path: Path, rate: int, frames_claimed: int, data: bytes) -> Path:
+    """A WAV whose header claims ``rate`` and ``frames_claimed`` frames, holding ``data``."""
+    import struct
+
+    size = frames_claimed * 2
+    header = b"RIFF" + struct.pack("<I", 36 + size) + b"WAVEfmt "
+    header += struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+    path.write_bytes(header + b"data" + struct.pack("<I", size) + data)
+    return path
+
+
+def test_transcribe_does_the_work_the_file_holds_not_what_its_header_claims(tmp_path):
+    import resource
+
+    noise = (np.random.default_rng(1).normal(0, 3000, 16_000)).astype("<i2").tobytes()
+    # 32 KB that claim 1 Hz: refused in one line, at once.
+    slow = lying_wav(tmp_path / "one-hertz.wav", 1, 16_000, noise)
+    began = time.monotonic()
+    result = run(["transcribe", str(slow)])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "1 Hz" in result.stderr and time.monotonic() - began < 5
+    # A header that claims a day of audio at 16 kHz, over one second of it.
+    long = lying_wav(tmp_path / "a-day.wav", 16_000, 16_000 * 86_400, noise)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    began = time.monotonic()
+    result = run(["transcribe", str(long)])
+    assert result.exit_code == 0 and "No speech heard" in result.stderr, result.output
+    assert time.monotonic() - began < 20
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 200, grown_mib
+    # A file longer than the setting: its first seconds, and a note saying so.
+    longer = write_wav(tmp_path / "long.wav", np.zeros(16_000 * 5), 16_000)
+    result = run(["transcribe", str(longer)], env={"VOICECLI_MAX_TRANSCRIBE_SECONDS": "2"})
+    assert result.exit_code == 0
+    assert "longer than max_transcribe_seconds (2 s)" in result.stderr
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -183,8 +225,8 @@ def test_transcribe_bad_input_is_one_line(tmp_path, args, message):
 
 # --- the end of a turn ---------------------------------------------------------------
 def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, transcriber):
-    first = trimmed(read_audio(utterances["question"]))
-    second = trimmed(read_audio(utterances["follow_up"]))
+    first = trimmed(hear_file(utterances["question"]))
+    second = trimmed(hear_file(utterances["follow_up"]))
     audio = np.concatenate([silence(1.0), first, silence(0.45), second, silence(1.5)])
     events = detect(audio, TurnDetector(hangover=0.8))
     one = [e for e in events if isinstance(e, UserSpeech)]
@@ -199,7 +241,7 @@ def test_a_pause_shorter_than_the_hangover_stays_inside_the_turn(utterances, tra
 
 
 def test_the_turn_is_timed_where_the_speech_is(utterances):
-    speech = trimmed(read_audio(utterances["question"]))
+    speech = trimmed(hear_file(utterances["question"]))
     events = detect(np.concatenate([silence(1.0), speech, silence(1.5)]), TurnDetector())
     onset, started, pausing, utterance = events
     assert isinstance(started, SpeechStarted) and isinstance(utterance, UserSpeech)
@@ -217,7 +259,7 @@ def test_the_turn_is_timed_where_the_speech_is(utterances):
 
 
 def test_speech_with_no_pause_is_capped_and_none_of_it_is_lost(utterances):
-    said = [trimmed(read_audio(utterances[name])) for name in ("question", "follow_up")]
+    said = [trimmed(hear_file(utterances[name])) for name in ("question", "follow_up")]
     speech = np.concatenate(said * 2)  # about 7 s with no pause
     events = detect(np.concatenate([speech, silence(1.5)]), TurnDetector(max_seconds=3.0))
     parts = [e for e in events if isinstance(e, UserSpeech)]
@@ -227,7 +269,7 @@ def test_speech_with_no_pause_is_capped_and_none_of_it_is_lost(utterances):
 
 
 def test_a_click_or_a_breath_is_not_a_turn(utterances):
-    speech = read_audio(utterances["question"])
+    speech = hear_file(utterances["question"])
     burst = speech[len(speech) // 2 : len(speech) // 2 + 3 * HEARING_FRAME]  # 96 ms of a word
     # A reply held at its onset goes on once it is dropped.
     events = detect(np.concatenate([silence(1.0), burst, silence(1.5)]), TurnDetector())
@@ -307,8 +349,8 @@ PAUSE = 4.0
 
 def with_a_pause(utterances: dict[str, Path]) -> np.ndarray:
     """The question, a pause of ``PAUSE``, then the follow-up (16 kHz)."""
-    first = trimmed(read_audio(utterances["question"]))
-    second = trimmed(read_audio(utterances["follow_up"]))
+    first = trimmed(hear_file(utterances["question"]))
+    second = trimmed(hear_file(utterances["follow_up"]))
     return np.concatenate([silence(0.5), first, silence(PAUSE), second, silence(0.3)])
 
 
@@ -321,7 +363,7 @@ def test_a_guess_at_a_pause_is_taken_back_when_the_user_speaks_on(
     from voicecli.listen.voice_input import VoiceInput
 
     question, follow_up = tmp_path / "question.wav", tmp_path / "follow-up.wav"
-    first, second = (trimmed(read_audio(utterances[name])) for name in ("question", "follow_up"))
+    first, second = (trimmed(hear_file(utterances[name])) for name in ("question", "follow_up"))
     write_wav(question, np.concatenate([silence(0.5), first]), HEARING_RATE)
     write_wav(follow_up, np.concatenate([second, silence(0.3)]), HEARING_RATE)
     hangover = 4.0
@@ -686,8 +728,8 @@ def test_the_canceller_takes_the_echo_out_and_leaves_the_user(utterances):
     from voicecli.listen.mic import level_db
 
     rng = np.random.default_rng(0)
-    reply = np.concatenate([read_audio(utterances["question"])] * 4)  # about 9 s
-    user = trimmed(read_audio(utterances["follow_up"]))
+    reply = np.concatenate([hear_file(utterances["question"])] * 4)  # about 9 s
+    user = trimmed(hear_file(utterances["follow_up"]))
     n = len(reply) + HEARING_RATE
     far = np.zeros(n, np.float32)
     far[: len(reply)] = reply
@@ -725,8 +767,8 @@ def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
     from voicecli.listen.echo import EchoCanceller
     from voicecli.listen.mic import level_db
 
-    reply = np.concatenate([read_audio(utterances["question"])] * 5)  # about 11 s
-    user = trimmed(read_audio(utterances["follow_up"]))
+    reply = np.concatenate([hear_file(utterances["question"])] * 5)  # about 11 s
+    user = trimmed(hear_file(utterances["follow_up"]))
     n = len(reply) + HEARING_RATE
     far = np.zeros(n, np.float32)
     far[: len(reply)] = reply

@@ -101,6 +101,7 @@ class Settings:
     input_device: str | None = None  # microphone: sounddevice index or name; None: default
     listen_hangover: float = 1.0  # seconds of silence that end the user's turn
     max_utterance: float = 30.0  # seconds of speech handed on at most, without a pause
+    max_transcribe_seconds: float = 1800.0  # of a file to transcribe, whatever it claims
     # Start the reply at a pause, on what was said so far, silent until the hangover
     # ends the turn with the same words (dropped if the user speaks on).
     early_reply: bool = True
@@ -294,6 +295,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "engine_idle": (1.0, 7 * 86400.0),
     "listen_hangover": (0.1, 5.0),
     "max_utterance": (1.0, 120.0),
+    "max_transcribe_seconds": (1.0, 86400.0),
 }
 
 

@@ -269,10 +269,19 @@ def transcribe(files: tuple[Path, ...], config_path: Path | None, **flags: Any) 
     from voicecli.listen.vad import has_speech
 
     settings = settings_from(config_path, **flags)
-    audio = [read_audio(path) for path in files]  # a bad file fails before the model loads
+    for path in files:  # a bad file fails before the model loads: its start is enough
+        read_audio(path, max_seconds=0.1)
     transcriber = Transcriber(settings.asr_model)
-    for path, samples in zip(files, audio, strict=True):
-        text = transcriber.transcribe(samples).text if has_speech(samples) else ""
+    longest = settings.max_transcribe_seconds
+    for path in files:  # one at a time: each bounded, and never all of them in memory
+        decoded = read_audio(path, max_seconds=longest)
+        if decoded.cut:
+            display.note(
+                f"{path} is longer than max_transcribe_seconds ({longest:g} s): its first "
+                f"{longest:g} s are transcribed."
+            )
+        audio = decoded.audio
+        text = transcriber.transcribe(audio).text if has_speech(audio) else ""
         if not text:
             display.note(f"No speech heard in {path}.")
         elif len(files) > 1:

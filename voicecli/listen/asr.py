@@ -12,6 +12,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -113,16 +114,72 @@ class Transcriber:
         return Transcript(text, len(samples) / HEARING_RATE, info.language)
 
 
-def read_audio(path: Path) -> np.ndarray:
-    """Any audio file FFmpeg reads (WAV, FLAC, MP3...), mono float32 at 16 kHz."""
+# Output samples one byte of input may decode to: a low-bitrate speech codec gives a few
+# dozen at 16 kHz, so a file that claims far more than this is lying about its length.
+SAMPLES_PER_BYTE = 64
+# Sample rates audio of speech comes in; a header claiming another is not to be trusted
+# (resampling a claimed 1 Hz to 16 kHz turns each sample into 16,000).
+SPEECH_RATES = (4_000, 384_000)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    audio: np.ndarray  # mono float32 at 16 kHz
+    cut: bool  # stopped at ``max_seconds``: the file holds more
+
+
+def read_audio(path: Path, max_seconds: float) -> Decoded:
+    """Any audio file FFmpeg reads (WAV, FLAC, MP3...), mono float32 at 16 kHz, decoded
+    as a stream and bounded by the bytes the file holds and by ``max_seconds``, whatever
+    its header claims."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        raise VoiceCliError(f"No such audio file: {path}.") from None
     if not path.is_file():
         raise VoiceCliError(f"No such audio file: {path}.")
-    from faster_whisper.audio import decode_audio
+    with path.open("rb") as f:
+        return decode_audio(f, size, max_seconds, str(path))
 
+
+def decode_audio(source: BinaryIO, size: int, max_seconds: float, name: str) -> Decoded:
+    """``read_audio`` for a file object of ``size`` bytes (a file, or an upload)."""
+    import av
+
+    longest = int(max_seconds * HEARING_RATE)
+    limit = min(longest, SAMPLES_PER_BYTE * size)  # past the latter, the header lies
+    pieces: list[np.ndarray] = []
+    samples = 0
     try:
-        return decode_audio(str(path), sampling_rate=HEARING_RATE)
+        with av.open(source, mode="r", metadata_errors="ignore") as container:
+            if not container.streams.audio:
+                raise VoiceCliError(f"Cannot read {name} as audio: it holds no sound.")
+            stream = container.streams.audio[0]
+            rate = stream.codec_context.sample_rate or 0
+            if not SPEECH_RATES[0] <= rate <= SPEECH_RATES[1]:
+                raise VoiceCliError(
+                    f"Cannot read {name} as audio: its header says {rate} Hz, which no "
+                    "recording of speech is."
+                )
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=HEARING_RATE)
+            for frame in container.decode(stream):
+                for out in resampler.resample(frame):
+                    piece = out.to_ndarray().reshape(-1)
+                    pieces.append(piece)
+                    samples += len(piece)
+                if samples >= limit:
+                    break
+            else:
+                for out in resampler.resample(None):
+                    pieces.append(out.to_ndarray().reshape(-1))
+                    samples += len(pieces[-1])
+    except VoiceCliError:
+        raise
     except Exception as exc:  # noqa: BLE001 - PyAV raises its own error types
         raise VoiceCliError(
-            f"Cannot read {path} as audio ({type(exc).__name__}: "
+            f"Cannot read {name} as audio ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:160] if str(exc) else 'no detail'})."
         ) from None
+    audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    cut = samples >= limit and limit == longest
+    return Decoded(np.ascontiguousarray(audio[:limit], dtype=np.float32), cut)

@@ -4,6 +4,7 @@ and a server that accepts a connection and never answers."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -25,8 +26,9 @@ class FailingLLM(ScriptedLLM):
 
 class BreakingLLM(ScriptedLLM):
     """Streams ``after`` tokens, then breaks the stream the way ``how`` says: an ``error``
-    event, a ``cut`` (the stream ends cleanly but unfinished), or a ``drop`` of the
-    connection in the middle of an HTTP chunk."""
+    event, a ``cut`` (the stream ends cleanly but unfinished), a ``drop`` of the
+    connection in the middle of an HTTP chunk, a ``surrogate`` (text that is not valid
+    Unicode) or ``not-json`` (a page that is no event, not even UTF-8)."""
 
     def __init__(self, script: Script, *, after: int, how: str) -> None:
         super().__init__(script)
@@ -47,6 +49,14 @@ class BreakingLLM(ScriptedLLM):
             reply.end()
         elif self.how == "cut":
             reply.end()  # no finish reason, no [DONE]
+        elif self.how == "surrogate":  # half of an emoji's surrogate pair, escaped
+            half = {"content": "\ud83d"}
+            event = json.dumps(_chunk(0, script.model, half, None), ensure_ascii=True)
+            reply.write(f"data: {event}\n\n".encode())
+            reply.end()
+        elif self.how == "not-json":  # a proxy's error page in the middle of the stream
+            reply.write(b"data: <html><body>\xe9rror 502</body></html>\n\n")
+            reply.end()
         else:
             reply.handler.wfile.write(b'400\r\ndata: {"choi')  # half a chunk, then gone
             reply.handler.wfile.flush()

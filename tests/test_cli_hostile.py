@@ -106,3 +106,33 @@ def test_a_reply_cut_off_mid_stream_is_said_and_what_came_is_spoken(
                           llm.base_url, "--api-key", "x", "--once", "Hi?")  # fmt: skip
     assert words in error_line(result)
     assert read_wav(out)[0].size > 0  # the part that arrived was spoken
+
+
+def test_text_that_is_not_utf8_is_one_line_wherever_it_comes_from(tiny_model_dir, tmp_path):
+    """An argument, a variable and a flag with a byte that is not UTF-8 (Python keeps it
+    as a lone surrogate): refused before anything is loaded or written, naming where."""
+    out = tmp_path / "x.wav"
+    result = subprocess.run(
+        [sys.executable.encode(), b"-m", b"voicecli", b"say",
+         *(a.encode() for a in tiny(tiny_model_dir, "-o", str(out))), b"Hello \xff world."],
+        capture_output=True, timeout=120, env=os.environ,
+    )  # fmt: skip
+    err = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 1 and "Traceback" not in err
+    assert err.strip().splitlines() == [
+        "voicecli: The text is not valid UTF-8 (byte 0xff at character 7). Convert it first, "
+        "for example: iconv -f latin1 -t utf-8 FILE."
+    ]
+    assert not out.exists()  # no empty WAV left behind
+    env = {**os.environb, b"VOICECLI_VOICE": b"af_\xfftiny"}
+    result = subprocess.run(
+        [sys.executable.encode(), b"-m", b"voicecli", b"say", b"-o", str(out).encode(), b"Hi."],
+        capture_output=True,
+        timeout=120,
+        env=env,
+    )
+    err = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 1 and len(err.strip().splitlines()) == 1, err
+    assert "VOICECLI_VOICE" in err and "byte 0xff at character 4" in err
+    once = voicecli("chat", "--once", "what \udcff now?", "--no-engine")
+    assert "The question is not valid UTF-8" in error_line(once)

@@ -136,6 +136,22 @@ def test_error_mid_stream_keeps_what_was_said(tiny_synth, wav_sink):
     assert result.sentences and result.sentences[0].display == "Sure, I can help."
 
 
+@pytest.mark.parametrize(
+    "how, words",
+    [
+        ("surrogate", "sent text that is not valid Unicode"),
+        ("not-json", "sent something that is not an OpenAI chat stream"),
+    ],
+)
+def test_a_stream_that_is_not_text_is_said_in_one_line(tiny_synth, wav_sink, how, words):
+    script = Script.from_text(REPLY, tokens_per_second=200)
+    with BreakingLLM(script, after=20, how=how) as server:
+        result = run_turn(tiny_synth, wav_sink, server)
+    assert result.error is not None and words in str(result.error), result.error
+    assert "\n" not in str(result.error) and "Decode" not in str(result.error)
+    assert result.sentences[0].display == "Sure, I can help."  # what came is kept
+
+
 def test_unreachable_llm_server_is_clear(tiny_synth, wav_sink):
     cancel, timeline = CancelToken(), Timeline()
     client = OpenAIChat(base_url="http://127.0.0.1:9/v1", api_key="x", model="m", max_retries=0)

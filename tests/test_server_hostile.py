@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import socket
 import threading
 import time
@@ -462,6 +463,30 @@ def test_slow_headers_and_slow_bodies_time_out(tiny_model_dir: Path, monkeypatch
             assert reply.startswith("HTTP/1.1 400") and "did not arrive" in reply
     finally:
         running.stop()
+
+
+def test_a_text_frame_that_is_not_utf8_is_closed_with_1007_and_one_line_of_log(
+    tiny_server: RunningServer, caplog
+) -> None:
+    import base64
+    import os
+
+    with socket.create_connection(("127.0.0.1", tiny_server.port)) as sock:
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET {p.WS_PATH} HTTP/1.1\r\nHost: 127.0.0.1:{tiny_server.port}\r\n"
+            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        assert response_of(sock).startswith("HTTP/1.1 101")
+        payload, mask = b"\xff\xfe{", os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        with caplog.at_level(logging.INFO, logger="uvicorn.error"):
+            sock.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+            close = sock.recv(4)
+    assert close[0] == 0x88 and int.from_bytes(close[2:4], "big") == 1007
+    records = [r for r in caplog.records if "Invalid UTF-8" in r.getMessage()]
+    assert len(records) == 1 and records[0].exc_info is None and not records[0].exc_text
 
 
 def test_the_server_is_still_healthy_after_all_this(tiny_server: RunningServer) -> None:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, get_args, get_type_hints
 
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
+from voicecli.text import why_bad
 
 DEFAULT_CONFIG_PATH = Path("~/.config/voicecli/config.toml")
 
@@ -184,6 +185,9 @@ def _whole(value: Any) -> int:
 def _text(value: Any) -> str:
     if not isinstance(value, str | int | float):
         raise ValueError(f"{value!r} is not text")
+    why = why_bad(str(value))
+    if why is not None:
+        raise ValueError(why)
     return str(value)
 
 

@@ -7,13 +7,12 @@ FIRST_TOKEN on the turn timeline and stops when the cancel token fires.
 
 from __future__ import annotations
 
-import codecs
 import logging
 import os
 from collections.abc import Iterator
 
 from voicecli.cancel import CancelToken
-from voicecli.errors import VoiceCliError
+from voicecli.text import Utf8Stream
 from voicecli.timeline import FIRST_TOKEN, REQUEST_SENT, Timeline
 
 log = logging.getLogger(__name__)
@@ -35,30 +34,19 @@ def stdin_source(fd: int, cancel: CancelToken, timeline: Timeline) -> Iterator[s
     Invalid UTF-8 stops the source with an error naming the byte offset; the
     text before it is still spoken.
     """
-    pending = b""  # the start of a multi-byte character split across reads
-    offset = 0  # bytes of input before ``pending``
+    stream = Utf8Stream("Standard input")
     first = True
     timeline.mark(REQUEST_SENT)
     while not cancel.cancelled:
         data = os.read(fd, READ_SIZE)
         final = not data
-        buf = pending + data
-        try:
-            text, used = codecs.utf_8_decode(buf, "strict", final)
-        except UnicodeDecodeError as exc:
-            valid = buf[: exc.start].decode("utf-8")
-            if valid:
-                yield valid
-            raise VoiceCliError(
-                f"Standard input is not valid UTF-8 (bad byte at offset {offset + exc.start}). "
-                "Convert it first, for example: iconv -f latin1 -t utf-8 FILE | voicecli say"
-            ) from None
-        pending = buf[used:]
-        offset += used
+        text, error = stream.decode(data, final)
         if text:
             if first:
                 timeline.mark(FIRST_TOKEN)
                 first = False
             yield text
+        if error is not None:
+            raise error
         if final:
             return

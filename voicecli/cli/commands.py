@@ -21,6 +21,7 @@ from voicecli.cli.options import (
     verbose_option,
 )
 from voicecli.errors import VoiceCliError
+from voicecli.text import checked
 
 
 # --- say ---------------------------------------------------------------------------
@@ -36,7 +37,8 @@ def say(text: tuple[str, ...], config_path: Path | None, **flags: Any) -> None:
 
     settings = settings_from(config_path, **flags)
     if text:
-        check_speakable(" ".join(text), settings.code)
+        text = (checked(" ".join(text), "The text"),)
+        check_speakable(text[0], settings.code)
         piped = False
     elif sys.stdin is None or sys.stdin.isatty():
         raise VoiceCliError(
@@ -116,6 +118,8 @@ def chat(config_path: Path | None, once: str | None, listen: bool, **flags: Any)
 
     if listen and once is not None:
         raise VoiceCliError("--listen and --once: choose one (--listen asks by voice).")
+    if once is not None:
+        checked(once, "The question")
     settings = settings_from(config_path, **flags)
     run_chat(settings, once=once, listen=listen)
 
@@ -147,7 +151,10 @@ def serve(host: str, port: int, config_path: Path | None, **flags: Any) -> None:
     """Run the SageMaker-compatible speech server (/ping, /invocations, WebSocket)."""
     from voicecli.server.run import run_server
 
-    if flags.get("server_key") is not None and not flags["server_key"].strip():
+    if (
+        flags.get("server_key") is not None
+        and not checked(flags["server_key"], "--api-key").strip()
+    ):
         raise VoiceCliError("--api-key is empty: give a secret, or leave it out on loopback.")
     settings = settings_from(config_path, **flags)
     run_server(settings, host=host, port=port, notify=display.note)
@@ -174,7 +181,7 @@ def web(host: str, port: int, token: str | None, config_path: Path | None, **fla
     """Voice chat in the browser: a page that speaks replies as they stream."""
     from voicecli.web.page_server import run_web
 
-    if token is not None and not token.strip():
+    if token is not None and not checked(token, "--token").strip():
         raise VoiceCliError("--token is empty: give a secret, or leave it out on loopback.")
     settings = settings_from(config_path, **flags)
     run_web(settings, host=host, port=port, token=token)

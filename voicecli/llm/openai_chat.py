@@ -4,6 +4,7 @@ a local server (llama.cpp, Ollama, vLLM...), or the embedded model on its Unix s
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 import threading
@@ -13,6 +14,7 @@ from typing import Any
 from voicecli.cancel import CancelToken
 from voicecli.errors import VoiceCliError
 from voicecli.llm.contract import Messages
+from voicecli.text import why_bad
 from voicecli.timeline import FIRST_TOKEN, REQUEST_SENT, Timeline
 
 log = logging.getLogger(__name__)
@@ -174,10 +176,18 @@ class OpenAIChat:
                 piece = chunk.choices[0].delta.content
                 if not piece:
                     continue
+                why = why_bad(piece)
+                if why is not None:
+                    raise VoiceCliError(
+                        f"The LLM stream from {where} sent text that is {why}; what had "
+                        "arrived before it was spoken."
+                    )
                 if first:
                     timeline.mark(FIRST_TOKEN)
                     first = False
                 yield piece
+        except VoiceCliError:
+            raise
         except Exception as exc:  # noqa: BLE001 - httpx errors after close() or a dropped link
             if cancel.cancelled:
                 return
@@ -245,6 +255,12 @@ class OpenAIChat:
             )
         if isinstance(exc, openai.APIError):
             return VoiceCliError(f"The LLM stream from {where} failed: {_short(str(exc))}")
+        if isinstance(exc, UnicodeDecodeError | json.JSONDecodeError):
+            return VoiceCliError(
+                f"The LLM server at {where} sent something that is not an OpenAI chat stream "
+                "(not JSON events); what had arrived before it was spoken. Is --base-url the "
+                "server's OpenAI-compatible API?"
+            )
         return VoiceCliError(f"The LLM stream from {where} broke off ({type(exc).__name__}).")
 
 

@@ -10,6 +10,7 @@ from voicecli import protocol as p
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
 from voicecli.normalize import NO_WORDS, bounded
+from voicecli.text import why_bad
 from voicecli.tts.voices import VoiceSpec
 
 MAX_VOICE_CHARS = 200
@@ -77,10 +78,9 @@ def parse_speak(
     text = message.get("text")
     if not isinstance(text, str) or not text.strip():
         raise p.ProtocolError(p.BAD_REQUEST, "speak needs a non-empty text", request_id)
-    if _utf8(text) is None:
-        raise p.ProtocolError(
-            p.BAD_REQUEST, "text is not valid Unicode (a lone surrogate)", request_id
-        )
+    why = why_bad(text)
+    if why is not None:
+        raise p.ProtocolError(p.BAD_REQUEST, f"text is {why}", request_id)
     if len(text) > limits.max_text_chars:
         raise p.ProtocolError(
             p.TEXT_TOO_LONG,
@@ -122,7 +122,4 @@ def parse_speak(
 
 
 def _utf8(text: str) -> bytes | None:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
+    return None if why_bad(text) is not None else text.encode("utf-8")

@@ -13,6 +13,7 @@ import logging
 import secrets
 import socket
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import h11
 import uvicorn
@@ -95,6 +96,34 @@ def limit_send_buffer(transport: asyncio.BaseTransport) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
 
 
+class _ClientMistakes(logging.Filter):
+    """A client's malformed frame is the client's mistake, answered already (a close with
+    1007): one line in the log, not uvicorn's traceback of it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Invalid UTF-8 sequence received from client"):
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def uvicorn_config(app: Any, log_level: str, **options: Any) -> uvicorn.Config:
+    """uvicorn's config for every TCP server of voicecli: a deadline for each request's
+    head, a fixed send buffer, PCM unencumbered by deflate, and clients' mistakes logged
+    in one line."""
+    logging.getLogger("uvicorn.error").addFilter(_CLIENT_MISTAKES)
+    return uvicorn.Config(
+        app,
+        log_level=log_level,
+        http=HeadTimeoutH11,
+        # PCM hardly compresses; deflate would only spend the CPU the model needs.
+        ws_per_message_deflate=False,
+        **options,
+    )
+
+
+_CLIENT_MISTAKES = _ClientMistakes()
+
+
 def make_server(
     synth_factory: Callable[[], SpeechModel],
     limits: Limits | None = None,
@@ -109,17 +138,14 @@ def make_server(
     built on the same)."""
     limits = limits or Limits()
     guard = Guard(host, authorized=bearer(key) if key else None)
-    config = uvicorn.Config(
+    config = uvicorn_config(
         app or create_app(synth_factory, limits, guard=guard),
-        log_level=log_level,
-        http=HeadTimeoutH11,
+        log_level,
         # Oversized frames are refused by the WebSocket layer (close code 1009).
         ws_max_size=limits.max_message_bytes,
         # SageMaker's sidecar pings every 60 s itself; ours only detects dead peers.
         ws_ping_interval=30.0,
         ws_ping_timeout=60.0,
-        # PCM hardly compresses; deflate would only spend the CPU the model needs.
-        ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
     )
     return uvicorn.Server(config)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from voicecli import protocol as p
+from voicecli.text import why_bad
 
 # Page -> server.
 ASK = "ask"  # text; optional buffered: release the reply's text only once it is complete
@@ -85,6 +86,9 @@ def parse_page_message(data: str | bytes) -> PageMessage:
         text = message.get("text")
         if not isinstance(text, str) or not text.strip():
             raise p.ProtocolError(p.BAD_REQUEST, '"text" must be a non-empty string')
+        why = why_bad(text)
+        if why is not None:
+            raise p.ProtocolError(p.BAD_REQUEST, f'"text" is {why}')
         if len(text) > MAX_QUESTION_CHARS:
             raise p.ProtocolError(
                 p.TEXT_TOO_LONG, f"question of {len(text)} characters: at most {MAX_QUESTION_CHARS}"

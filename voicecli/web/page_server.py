@@ -38,7 +38,7 @@ from voicecli.frames import Synthesizer
 from voicecli.llm.contract import LLM
 from voicecli.llm.open import open_llm
 from voicecli.server.guard import Guard, GuardMiddleware, Scope, is_loopback
-from voicecli.server.run import HeadTimeoutH11, bind
+from voicecli.server.run import bind, uvicorn_config
 from voicecli.speech import make_synthesizer
 from voicecli.web import messages as m
 from voicecli.web.tab import Tab
@@ -157,7 +157,11 @@ class WebApp:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         cookies = _cookies(scope)
         given = [*query.get("token", []), cookies.get(TOKEN_COOKIE)]
-        return any(g is not None and hmac.compare_digest(g, self.token) for g in given)
+        token = self.token.encode("utf-8", "surrogatepass")
+        return any(
+            g is not None and hmac.compare_digest(g.encode("utf-8", "surrogatepass"), token)
+            for g in given
+        )
 
     async def page(self, request: Request) -> Response:
         name, media_type = _FILES[request.url.path]
@@ -256,14 +260,12 @@ def run_web(settings: Settings, host: str, port: int, token: str | None) -> None
 def web_server(app: WebApp, *, verbose: bool = False) -> uvicorn.Server:
     """uvicorn serving ``app`` with the speech server's protections: a deadline for each
     request's head, a fixed send buffer, oversized frames refused."""
-    config = uvicorn.Config(
+    config = uvicorn_config(
         app.routes(),
-        log_level="debug" if verbose else "warning",
-        http=HeadTimeoutH11,
+        "debug" if verbose else "warning",
         ws_max_size=m.MAX_MESSAGE_BYTES,  # larger frames: closed with 1009
         ws_ping_interval=30.0,
         ws_ping_timeout=60.0,
-        ws_per_message_deflate=False,
         timeout_graceful_shutdown=2,
     )
     return uvicorn.Server(config)

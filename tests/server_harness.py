@@ -48,7 +48,8 @@ class RunningServer:
     def __init__(
         self, synth_factory: Callable[[], SpeechModel], limits: Limits | None = None
     ) -> None:
-        self.limits = limits or Limits()
+        # As many listeners as a test connects: only admission's own tests limit them.
+        self.limits = limits or Limits(listeners=64)
         self.server = make_server(synth_factory, self.limits, log_level="warning")
         self.sock = bind("127.0.0.1", 0)
         self.port = self.sock.getsockname()[1]
@@ -117,8 +118,16 @@ def ping(server: RunningServer) -> dict[str, object]:
         return json.load(response)
 
 
-def ws_connect(server: RunningServer) -> ClientConnection:
-    return connect(server.ws_url + WS, open_timeout=10, max_size=None, proxy=None)
+def ws_connect(server: RunningServer, source: str | None = None) -> ClientConnection:
+    """A WebSocket to the server, from the address ``source`` (another loopback
+    address, or this machine's own on the network) if given."""
+    sock = None
+    if source is not None:
+        import socket
+
+        host = "127.0.0.1" if source.startswith("127.") else source
+        sock = socket.create_connection((host, server.port), source_address=(source, 0))
+    return connect(server.ws_url + WS, open_timeout=10, max_size=None, proxy=None, sock=sock)
 
 
 def speak(request_id: str, text: str, **extra: object) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.server_harness import RunningServer, kokoro_server
+from tests.server_harness import RunningServer, kokoro_server, speak, ws_connect
 from voicecli.cancel import CancelToken
 from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
@@ -100,19 +99,17 @@ def test_server_errors_become_clear_voicecli_errors(server: RunningServer) -> No
         list(synth.stream(iter([Sentence(0, "Sí.")]), CancelToken(), Timeline()))
 
 
-def test_overloaded_server_is_reported_as_such(tiny_model_dir: Path) -> None:
-    gate = threading.Event()
-    running = RunningServer(
-        lambda: gate.wait(WAIT) and None,  # type: ignore[arg-type, return-value]
-        Limits(max_queue=1),
-    ).start()
+def test_a_busy_server_is_reported_as_such(tiny_model_dir: Path) -> None:
+    running = RunningServer(kokoro_factory(Settings(voice="af_tiny", model_dir=tiny_model_dir)),
+                            Limits(max_listeners=1)).start()  # fmt: skip
     try:
-        synth = WebSocketSynthesizer(running.ws_url)
-        sentences = iter([Sentence(0, "a"), Sentence(1, "b")])  # the model never loads
-        with pytest.raises(VoiceCliError, match="overloaded"):
-            list(synth.stream(sentences, CancelToken(), Timeline()))
+        running.wait_ready()
+        with ws_connect(running) as holder:
+            holder.send(speak("h0", "This one keeps the server's only place for a while."))
+            synth = WebSocketSynthesizer(running.ws_url)
+            with pytest.raises(VoiceCliError, match="is busy: it speaks for 1 listeners"):
+                list(synth.stream(iter([Sentence(0, "b")]), CancelToken(), Timeline()))
     finally:
-        gate.set()
         running.stop()
 
 

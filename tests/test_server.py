@@ -288,10 +288,12 @@ class GatedModel(StandInModel):
             yield AudioPart(self.noise)
 
 
-def test_full_job_queue_answers_overloaded_and_a_reader_that_stops_is_ended() -> None:
+def test_a_server_at_capacity_tells_the_next_listener_it_is_busy_and_a_stalled_one_is_ended() -> (
+    None
+):
     model = GatedModel()
     limits = Limits(
-        max_queue=2,
+        max_listeners=1,
         send_queue_frames=4,
         frame_samples=GatedModel.chunk_samples,
         stall_timeout=1.0,
@@ -309,10 +311,11 @@ def test_full_job_queue_answers_overloaded_and_a_reader_that_stops_is_ended() ->
         with busy, ws_connect(running) as other:
             busy.send(speak("j0", "a"))
             assert model.started.wait(RECV_TIMEOUT)
-            busy.send(speak("j1", "a"))
-            other.send(speak("k0", "a"))  # a third job across sessions: over the limit
+            busy.send(speak("j1", "a"))  # its own share: it is the listener spoken for
+            other.send(speak("k0", "a"))  # a second listener: over what it can serve
             error = recv_control(other)
-            assert error["code"] == p.OVERLOADED and error["request_id"] == "k0"
+            assert error["code"] == p.BUSY and error["request_id"] == "k0"
+            assert "it speaks for 1 listeners" in error["message"]
             model.release.set()
             # `busy` reads nothing: its audio stops at the outbox's bound, and after 1 s
             # the server ends it, rather than buffering the whole job or holding the model.
@@ -423,5 +426,98 @@ def test_a_client_that_comes_during_the_warm_up_waits_for_one_of_its_passes_only
         assert running.server.config.app.state.scheduler.warm.wait(RECV_TIMEOUT)
         assert model.events.count("warm") == 20  # and the warm-up went on after it
         assert ping(running) == {"status": "ready", "warm": True}
+    finally:
+        running.stop()
+
+
+# --- admission: a share each, and as many listeners as it serves in real time ---------------
+class HeldModel(StandInModel):
+    """Speaks a tenth of a second for each text once ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def speak_steps(self, chunks, cancel=None, voice=None, speed=None):  # noqa: ANN001, ANN201
+        self.release.wait(RECV_TIMEOUT)
+        yield AudioPart(np.full(2400, 0.1, np.float32))
+
+
+def held_server(**limits: object) -> tuple[RunningServer, HeldModel]:
+    model = HeldModel()
+    running = RunningServer(lambda: model, Limits(**limits)).start()
+    running.wait_ready()
+    return running, model
+
+
+def test_a_client_that_fills_its_share_leaves_the_others_theirs() -> None:
+    """Twenty connections with every request of their share unanswered, and one more
+    each: theirs are refused as overloaded, and a healthy client still is served."""
+    running, model = held_server(listeners=64)
+    share = Limits().max_pending_per_session
+    try:
+        flood = [ws_connect(running) for _ in range(20)]
+        for n, ws in enumerate(flood):
+            for k in range(share + 1):
+                ws.send(speak(f"f{n}-{k}", "Spam."))
+        for ws in flood:  # each one's last request, over its own share
+            assert recv_control(ws)["code"] == p.OVERLOADED
+        with ws_connect(running) as healthy:
+            healthy.send(speak("h0", "Hello."))
+            model.release.set()
+            frames, done = collect(healthy, "h0")
+            assert done["type"] == "sentence_done" and frames
+        for ws in flood:
+            ws.close()
+    finally:
+        running.stop()
+
+
+def test_past_what_it_serves_in_real_time_the_next_listener_is_told_at_once() -> None:
+    running, model = held_server(listeners=3)
+    try:
+        clients = [ws_connect(running) for _ in range(5)]
+        for n, ws in enumerate(clients):
+            ws.send(speak(f"c{n}", "Hello there."))
+        began = time.monotonic()
+        for ws in clients[3:]:
+            error = recv_control(ws)
+            assert error["code"] == p.BUSY and "it speaks for 3 listeners" in error["message"]
+        assert time.monotonic() - began < 2  # at once, not after the others' turns
+        model.release.set()
+        for n, ws in enumerate(clients[:3]):
+            frames, done = collect(ws, f"c{n}")
+            assert done["type"] == "sentence_done" and frames
+        for ws in clients[:3]:
+            ws.close()
+        time.sleep(0.5)  # their places free once they have gone
+        clients[3].send(speak("again", "Hello there."))
+        frames, done = collect(clients[3], "again")
+        assert done["type"] == "sentence_done" and frames
+        for ws in clients[3:]:
+            ws.close()
+    finally:
+        running.stop()
+
+
+def test_a_flood_from_one_address_cannot_lock_another_out() -> None:
+    """Every place taken by clients of another address: a listener from this one gets one
+    of theirs (their waiting requests are refused as busy), at once."""
+    running, model = held_server(listeners=2)
+    try:
+        flood = [ws_connect(running, source="127.0.0.2") for _ in range(6)]
+        for n, ws in enumerate(flood):
+            ws.send(speak(f"f{n}", "Spam, spam."))
+            ws.send(speak(f"g{n}", "More spam."))
+        refused = sum(recv_control(ws)["code"] == p.BUSY for ws in flood[2:])
+        assert refused == 4
+        with ws_connect(running) as healthy:
+            healthy.send(speak("h0", "Hello."))
+            model.release.set()
+            frames, done = collect(healthy, "h0")
+            assert done["type"] == "sentence_done" and frames
+        replies = [recv_control(ws) for ws in flood[:2]]
+        assert sorted(r["type"] for r in replies) == ["error", "sentence_done"]  # one gave way
+        for ws in flood:
+            ws.close()
     finally:
         running.stop()

@@ -100,7 +100,7 @@ class PacedModel(StandInModel):
 
 
 def serve(model: Any, **limits: Any) -> RunningServer:
-    running = RunningServer(lambda: model, Limits(**limits)).start()
+    running = RunningServer(lambda: model, Limits(**{"listeners": 64, **limits})).start()
     running.wait_ready()
     return running
 

@@ -2,10 +2,10 @@
 route /invocations-bidirectional-stream, speaking the protocol in ``protocol.py``.
 
 Concurrency model (CPU, one model):
-* One worker thread owns the model and synthesizes one job at a time. Jobs from
-  every session wait in one bounded FIFO queue (``Limits.max_queue``); a full
-  queue, or a session with ``Limits.max_pending_per_session`` unanswered speak
-  requests, gets ``error`` code ``overloaded`` at once instead of a hang.
+* One worker thread owns the model and synthesizes in turns (``scheduler.Scheduler``):
+  each client keeps a share of its own of the queue (``overloaded`` past it), and the
+  server speaks for as many listeners as it keeps up with in real time (``busy`` for
+  the next one, at once, instead of a stall for everyone).
 * Each connection has an outbox holding at most ``Limits.send_queue_frames`` audio
   frames. When a client reads slowly the worker pauses inside the job until there
   is room; after ``Limits.stall_timeout`` it gives up on that job

@@ -145,3 +145,13 @@ def bearer(key: str) -> Callable[[Scope], bool]:
         return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
     return authorized
+
+
+def peer_of(scope: Scope) -> tuple[str, bool]:
+    """Where a client connects from (its address, or the local socket's), and whether
+    that is beyond this machine."""
+    client = scope.get("client")
+    if not client or not client[0]:
+        return "local", False
+    address = str(client[0])
+    return address, not is_loopback(address)

@@ -18,11 +18,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from voicecli import protocol as p
+from voicecli.server.guard import peer_of
 from voicecli.server.outbox import OutAudio, Outbox
 from voicecli.server.requests import parse_speak
 from voicecli.server.scheduler import Job, Listener, Scheduler
 
-_HTTP_STATUS = {p.OVERLOADED: 429, p.TEXT_TOO_LONG: 413, p.SYNTHESIS_FAILED: 500}
+_HTTP_STATUS = {p.OVERLOADED: 429, p.BUSY: 503, p.TEXT_TOO_LONG: 413, p.SYNTHESIS_FAILED: 500}
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -37,8 +38,11 @@ def wav_bytes(pcm: bytes, sample_rate: int) -> bytes:
 
 
 def error_response(code: str, message: str) -> JSONResponse:
+    retry = {"Retry-After": "1"} if code == p.BUSY else None
     return JSONResponse(
-        p.control(p.ERROR, code=code, message=message), status_code=_HTTP_STATUS.get(code, 400)
+        p.control(p.ERROR, code=code, message=message),
+        status_code=_HTTP_STATUS.get(code, 400),
+        headers=retry,
     )
 
 
@@ -69,7 +73,7 @@ def invocations_route(scheduler: Scheduler) -> Handler:
         except ClientDisconnect:
             return Response(status_code=400)  # nobody is there to read it
         outbox = Outbox(scheduler.limits, asyncio.get_running_loop())
-        listener = scheduler.listener(outbox)
+        listener = scheduler.listener(outbox, *peer_of(request.scope))
         job = Job(request_id, text, voice, speed, outbox, words=words)
         try:
             scheduler.submit(listener, job)

@@ -22,10 +22,21 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 
 @dataclass(frozen=True)
 class Limits:
-    # Speak jobs waiting, all clients together. Clients take turns, so a deep queue costs
-    # others no latency, only memory: a job is at most one message of text.
-    max_queue: int = 128
     max_pending_per_session: int = p.MAX_IN_FLIGHT  # unanswered speak requests per connection
+    # ...and per client address beyond this machine, all its connections together.
+    max_pending_per_address: int = 4 * p.MAX_IN_FLIGHT
+    # Listeners spoken for at once: ``listeners`` if set, else as many as the model keeps
+    # up with in real time (measured as it works), never more than ``max_listeners``;
+    # the next is told it is busy.
+    listeners: int | None = None
+    max_listeners: int = 64
+    listeners_before_measuring: int = 4  # until the model's speed is known
+    # Of the throughput measured, what the listeners admitted may need: the rest is the
+    # margin that keeps each of them without gaps.
+    realtime_margin: float = 0.8
+    # A listener keeps its place while it has work, and this long after: between the
+    # sentences of one turn it has none for a moment.
+    listener_grace: float = 3.0
     max_text_chars: int = 2000  # per speak
     send_queue_frames: int = 32  # audio frames buffered per connection
     frame_samples: int = 4800  # per audio frame (a fifth of a second): cancel's granularity

@@ -17,10 +17,15 @@ of the server in turn.
 * The worker adds audio to a listener's outbox only while the client keeps reading it.
   A client that has read nothing for ``Limits.stall_timeout`` with audio waiting is
   ended (``slow_consumer``), and frees its turn.
-* Bounded: ``Limits.max_queue`` jobs in all, ``max_pending_per_session`` per client
-  (checked by the WebSocket session), and ``Limits.audio_budget`` of audio per job (what
-  its text may take to say): a job that runs past it is cut, and its ``sentence_done``
-  says ``truncated``.
+* Admission is fair: each client has a share of its own (``max_pending_per_session``
+  unanswered requests per connection, ``max_pending_per_address`` per address beyond
+  this machine), so a client that floods fills only its own share (``overloaded``). And
+  the server speaks for as many listeners as its model keeps up with in real time
+  (``capacity``, from the audio it makes per second of work): the next listener is told
+  at once that it is ``busy``, and how many are being served, rather than every one of
+  them falling behind.
+* Bounded: ``Limits.audio_budget`` of audio per job (what its text may take to say): a
+  job that runs past it is cut, and its ``sentence_done`` says ``truncated``.
 """
 
 from __future__ import annotations
@@ -107,9 +112,40 @@ class Listener:
     """One client: its jobs in order, its outbox, and its speaker (its playhead)."""
 
     outbox: Outbox
+    peer: str = "local"  # where it connects from: an address, or the engine's own socket
+    remote: bool = False  # from beyond this machine: its address's clients share a share
     jobs: deque[Job] = field(default_factory=deque)
     speaker: Speaker | None = None
     closed: bool = False
+    admitted: bool = False  # spoken for: one of the listeners served in real time
+    admitted_at: float = 0.0
+    worked_at: float = 0.0  # when it last had a job
+
+
+class Throughput:
+    """Seconds of audio the model makes per second of work, averaged over its recent
+    work; None until it has worked ``TRUSTED`` seconds (a process's first passes are
+    slower than the rest, and would make it look slower than it is)."""
+
+    SPAN = 20.0  # seconds of work the average reaches back
+    TRUSTED = 10.0
+
+    def __init__(self) -> None:
+        self._work = 0.0
+        self._audio = 0.0
+        self._worked = 0.0  # in all
+
+    def observe(self, work: float, audio: float) -> None:
+        decay = max(0.0, 1.0 - work / self.SPAN) if self._work >= self.SPAN else 1.0
+        self._work = self._work * decay + work
+        self._audio = self._audio * decay + audio
+        self._worked += work
+
+    @property
+    def realtime(self) -> float | None:
+        if self._worked < self.TRUSTED or self._audio <= 0:
+            return None
+        return self._audio / self._work
 
 
 class Scheduler:
@@ -133,6 +169,7 @@ class Scheduler:
         self.warm = threading.Event()  # the model has been warmed up
         self._warming: Iterator[None] | None = None  # its warm-up, under way
         self._warm_began = 0.0
+        self.throughput = Throughput()
 
     @property
     def clients(self) -> int:
@@ -158,8 +195,20 @@ class Scheduler:
             if thread is not None:
                 thread.join(timeout=5)
 
-    def listener(self, outbox: Outbox) -> Listener:
-        listener = Listener(outbox)
+    @property
+    def capacity(self) -> int:
+        """Listeners it can speak for at once in real time."""
+        limits = self.limits
+        if limits.listeners is not None:
+            return limits.listeners
+        realtime = self.throughput.realtime
+        if realtime is None:
+            return min(limits.listeners_before_measuring, limits.max_listeners)
+        return max(1, min(limits.max_listeners, int(realtime * limits.realtime_margin)))
+
+    def listener(self, outbox: Outbox, peer: str = "local", remote: bool = False) -> Listener:
+        """A client; ``peer``: where it connects from (``remote``: beyond this machine)."""
+        listener = Listener(outbox, peer, remote)
         with self._work:
             self._listeners.append(listener)
         return listener
@@ -183,15 +232,64 @@ class Scheduler:
                 p.SYNTHESIS_FAILED, f"the model failed to load: {self.load_error}", job.request_id
             )
         with self._work:
-            queued = sum(len(item.jobs) for item in self._listeners)
-            if queued >= self.limits.max_queue:
+            self._admit(listener, job.request_id)
+            listener.jobs.append(job)
+            listener.worked_at = time.monotonic()
+            self._work.notify_all()
+
+    def _admit(self, listener: Listener, request_id: str) -> None:
+        """Refuse ``listener`` a new job beyond its address's share of the queue, or
+        beyond the listeners the model can serve in real time (lock held). When every
+        place is taken, an address holding more places than this one's gives up its
+        newest: no address locks the others out, and one address alone may take them all."""
+        limits = self.limits
+        if listener.remote:
+            pending = sum(len(o.jobs) for o in self._listeners if o.peer == listener.peer)
+            if pending >= limits.max_pending_per_address:
                 raise p.ProtocolError(
                     p.OVERLOADED,
-                    f"the server's queue of {self.limits.max_queue} jobs is full; retry later",
-                    job.request_id,
+                    f"{pending} requests from {listener.peer} are unanswered; wait for "
+                    "their replies before sending more",
+                    request_id,
                 )
-            listener.jobs.append(job)
-            self._work.notify_all()
+        if listener.admitted:
+            return
+        now = time.monotonic()
+        served = [
+            other
+            for other in self._listeners
+            if other.admitted and (other.jobs or now - other.worked_at < limits.listener_grace)
+        ]
+        for other in self._listeners:  # a place kept past its grace is free again
+            if other.admitted and other not in served:
+                other.admitted = False
+        if len(served) >= self.capacity:
+            held: dict[str, list[Listener]] = {}
+            for other in served:
+                held.setdefault(other.peer, []).append(other)
+            mine = len(held.get(listener.peer, []))
+            most = max(held.values(), key=len)
+            if len(most) <= mine + 1:
+                raise p.ProtocolError(
+                    p.BUSY,
+                    f"busy: it speaks for {len(served)} listeners, as many as it can in real "
+                    "time; retry in a moment",
+                    request_id,
+                )
+            self._revoke(most[-1])
+        listener.admitted = True
+        listener.admitted_at = now
+
+    def _revoke(self, listener: Listener) -> None:
+        """``listener`` gives its place up: the job in progress finishes, the rest are
+        refused as busy (lock held)."""
+        listener.admitted = False
+        waiting = [job for job in listener.jobs if job.steps is None]
+        for job in waiting:
+            listener.jobs.remove(job)
+            self._departed.append(job)
+            message = "busy: its place went to a listener from another address; retry later"
+            self._on_loop(job.fail, p.BUSY, message)
 
     # --- the text stage's thread ------------------------------------------------------
     def _text_main(self) -> None:
@@ -357,7 +455,9 @@ class Scheduler:
                     job.chunks, job.cancel, voice=job.voice, speed=job.speed
                 )
             listener.speaker.limit_parts(self.limits.shared_part_seconds if short else None)
+            began = time.monotonic()
             step = next(job.steps)
+            listener.worked_at = done = time.monotonic()
         except StopIteration:
             self._on_loop(job.complete)
             self._drop(listener, job)
@@ -373,11 +473,13 @@ class Scheduler:
             return
         match step:
             case TextStaged(words=words):
+                self.throughput.observe(done - began, 0.0)
                 self._prepared = listener
                 if job.words and words:
                     self._send_words(listener, job, words)
                 # Someone silent may go before the part that follows.
             case AudioPart(samples=audio):
+                self.throughput.observe(done - began, len(audio) / self.model.sample_rate)
                 self._send_audio(listener, job, audio)
 
     def _send_audio(self, listener: Listener, job: Job, audio: np.ndarray) -> None:

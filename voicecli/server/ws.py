@@ -15,6 +15,7 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from voicecli import protocol as p
+from voicecli.server.guard import peer_of
 from voicecli.server.outbox import OutAudio, Outbox
 from voicecli.server.requests import parse_speak
 from voicecli.server.scheduler import Job, Scheduler
@@ -33,7 +34,7 @@ class WebSocketConnection:
     async def run(self) -> None:
         await self.ws.accept()
         self.outbox = Outbox(self.limits, asyncio.get_running_loop())
-        self.listener = self.scheduler.listener(self.outbox)
+        self.listener = self.scheduler.listener(self.outbox, *peer_of(self.ws.scope))
         sender = asyncio.create_task(self._send_loop())
         try:
             while not self.outbox.closed:

@@ -37,11 +37,10 @@ log = logging.getLogger(__name__)
 def explain_error(message: dict[str, Any], where: str) -> str:
     code = message.get("code", "?")
     text = message.get("message", "")
+    if code == p.BUSY:
+        return f"The speech server at {where} is {text}. Or add instances to the endpoint."
     if code == p.OVERLOADED:
-        return (
-            f"The speech server at {where} is overloaded ({text}). Retry later, or add "
-            "instances to the endpoint."
-        )
+        return f"The speech server at {where} is overloaded: {text}."
     if code == p.TEXT_TOO_LONG:
         return f"The speech server at {where} refused a sentence as too long: {text}."
     if code in (p.BAD_VERSION, p.UNKNOWN_TYPE, p.BAD_FRAME, p.BAD_JSON):

@@ -300,7 +300,9 @@ def test_isolation_measures_a_healthy_client_beside_each_hostile_one(tiny_model_
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     data = json.loads((out / "isolation-reply.json").read_text())
-    assert list(data["conditions"]) == ["alone", "non-reading", "flooding", "long-text"]
+    assert list(data["conditions"]) == [
+        "alone", "non-reading", "flooding", "long-text", "flood-20"
+    ]  # fmt: skip
     for name, condition in data["conditions"].items():
         s = condition["stats"]
         assert s["turns_ok"] == s["turns"] == 1, (name, s["errors"])

@@ -13,7 +13,11 @@ alone and beside each hostile client:
     answers them, and reads every reply;
 ``long-text``
     sends the longest speak the server accepts, with no sentence break, again
-    and again.
+    and again;
+``flood-20``
+    twenty flooding clients at once, from another address (``FLOOD_ADDRESS``), as a
+    flood from elsewhere comes: each fills its own share of the queue, and none of
+    them may lock the healthy one out.
 
 Conditions alternate round by round (alone, non-reading, flooding, long-text,
 alone, ...) so that drift of the machine hits them alike. The server's resident
@@ -46,7 +50,9 @@ from voicecli.bench.metrics import percentile
 from voicecli.bench.scenarios import ScriptedReply
 from voicecli.errors import VoiceCliError
 
-CONDITIONS = ("alone", "non-reading", "flooding", "long-text")
+CONDITIONS = ("alone", "non-reading", "flooding", "long-text", "flood-20")
+FLOODERS = 20
+FLOOD_ADDRESS = "127.0.0.2"  # another loopback address: another client address to the server
 ENGAGE = 1.0  # s a hostile client runs before the healthy turn starts
 BETWEEN_ROUNDS = 1.0  # s between rounds, so one round's tail is not the next one's start
 LONG_TEXT_CHARS = 2000  # under the server's limit, and with no sentence break
@@ -57,8 +63,16 @@ _CLIENT_LOG = logging.getLogger("voicecli.bench.clients")
 _CLIENT_LOG.setLevel(logging.CRITICAL)
 
 
-def connect(url: str) -> Any:
+def connect(url: str, source: str | None = None) -> Any:
+    import socket
+    from urllib.parse import urlsplit
+
     from websockets.sync.client import connect as ws_connect
+
+    sock = None
+    if source is not None:
+        parts = urlsplit(url)
+        sock = socket.create_connection((parts.hostname, parts.port), source_address=(source, 0))
 
     # No keepalive thread: a client that stops reading would have it log a traceback
     # when the server stops answering; the non-reading client pings by hand instead.
@@ -67,7 +81,8 @@ def connect(url: str) -> Any:
     # Its own logger, quiet: a hostile client's connection is expected to end badly,
     # and websockets would print the traceback of each.
     return ws_connect(url + p.WS_PATH, open_timeout=10, max_size=None, max_queue=4,
-                   ping_interval=None, close_timeout=1.0, logger=_CLIENT_LOG)  # fmt: skip
+                   ping_interval=None, close_timeout=1.0, logger=_CLIENT_LOG,
+                   sock=sock)  # fmt: skip
 
 
 def random_message(rng: random.Random, voice: str) -> str | bytes:
@@ -96,9 +111,12 @@ def random_message(rng: random.Random, voice: str) -> str | bytes:
 class Hostile:
     """One misbehaving client on its own thread, until ``stop()``."""
 
-    def __init__(self, kind: str, url: str, voice: str, seed: int = 0) -> None:
+    def __init__(
+        self, kind: str, url: str, voice: str, seed: int = 0, source: str | None = None
+    ) -> None:
         self.kind = kind
         self.url = url
+        self.source = source
         self.voice = voice
         self.rng = random.Random(seed)
         self.sent = 0
@@ -122,7 +140,7 @@ class Hostile:
         }[self.kind]
         try:
             while not self._stop.is_set():
-                with connect(self.url) as ws:
+                with connect(self.url, self.source) as ws:
                     behave(ws)
         except Exception as exc:  # noqa: BLE001 - the server may close on it: a result
             if not self._stop.is_set():
@@ -245,17 +263,30 @@ def run_isolation(
         for r in range(rounds):
             for k, condition in enumerate(CONDITIONS):
                 progress(f"round {r + 1}/{rounds}: {condition}")
-                hostile = None
-                if condition != "alone":
-                    hostile = Hostile(condition, url, settings.voice, seed=r * 10 + k).start()
+                hostiles = []
+                if condition == "flood-20":
+                    hostiles = [
+                        Hostile("flooding", url, settings.voice, r * 100 + n, FLOOD_ADDRESS)
+                        for n in range(FLOODERS)
+                    ]
+                elif condition != "alone":
+                    hostiles = [Hostile(condition, url, settings.voice, seed=r * 10 + k)]
+                for hostile in hostiles:
+                    hostile.start()
+                if hostiles:
                     time.sleep(ENGAGE)
                 try:
                     turn = run_turn(url, schedule, stop=threading.Event(), **options)
                 finally:
-                    if hostile is not None:
+                    for hostile in hostiles:
                         hostile.stop()
+                    if hostiles:
+                        errors = sorted({h.error for h in hostiles if h.error})
                         hostile_notes[condition].append(
-                            {"sent": hostile.sent, "error": hostile.error}
+                            {
+                                "sent": sum(h.sent for h in hostiles),
+                                "error": errors[0] if errors else None,
+                            }
                         )
                 turn.pop("timeline", None)
                 turns[condition].append(turn)

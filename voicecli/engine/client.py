@@ -23,7 +23,7 @@ from voicecli.tts.voices import VoiceSpec, check_voice_name
 PING_SECONDS = 1.0
 # Silence while a sentence is unanswered: its scheduler is stuck (its loop still answers
 # pings). Well past what serving its other clients' passes in turn takes.
-STALL_SECONDS = 10.0
+SENTENCE_STALL_SECONDS = 10.0
 
 
 class EngineSynthesizer:
@@ -65,7 +65,7 @@ class EngineSynthesizer:
             unix_socket=str(self.engine.socket),
             where="the voicecli engine",
             ping_interval=PING_SECONDS,
-            read_timeout=STALL_SECONDS,
+            read_timeout=SENTENCE_STALL_SECONDS,
         )
 
     def _fall_back(self, why: Exception) -> Synthesizer:

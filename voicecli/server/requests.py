@@ -26,12 +26,12 @@ class Limits:
     # ...and per client address beyond this machine, all its connections together.
     max_pending_per_address: int = 4 * p.MAX_IN_FLIGHT
     # Listeners spoken for at once: ``listeners`` if set, else as many as the model keeps
-    # up with in real time (measured as it works), never more than ``max_listeners``;
+    # up with in real time (found from its own work), never more than ``max_listeners``;
     # the next is told it is busy.
     listeners: int | None = None
     max_listeners: int = 64
     listeners_before_measuring: int = 4  # until the model's speed is known
-    # Of the throughput measured, what the listeners admitted may need: the rest is the
+    # Of the throughput found, what the listeners admitted may need: the rest is the
     # margin that keeps each of them without gaps.
     realtime_margin: float = 0.8
     # A listener keeps its place while it has work, and this long after: between the

@@ -61,16 +61,16 @@ def speak_and_read(ws: Any, request_id: str, text: str, voice: str | None) -> di
     samples = 0
     deadline = time.monotonic() + REQUEST_TIMEOUT
     while time.monotonic() < deadline:
-        message = p.decode_server_frame(ws.recv(timeout=deadline - time.monotonic()))
-        if isinstance(message, p.AudioFrame):
-            samples += len(message.pcm) // 2
-            continue
-        if message.get("request_id") != request_id:
-            continue
-        if message["type"] == p.SENTENCE_DONE:
-            ended = "truncated" if message.get("truncated") else "spoken"
-        else:
-            ended = f"{message['type']}: {message.get('code')}"
+        match p.decode_server_frame(ws.recv(timeout=deadline - time.monotonic())):
+            case p.AudioFrame(pcm=pcm):
+                samples += len(pcm) // 2
+                continue
+            case {"request_id": rid} if rid != request_id:
+                continue
+            case {"type": p.SENTENCE_DONE} as message:
+                ended = "truncated" if message.get("truncated") else "spoken"
+            case message:
+                ended = f"{message['type']}: {message.get('code')}"
         return {"ended": ended, "audio_s": round(samples / p.SAMPLE_RATE, 2)}
     raise VoiceCliError(f"The server did not finish a request within {REQUEST_TIMEOUT:g} s.")
 

@@ -109,16 +109,17 @@ class BidiConnection:
             partial = bytearray()
             # ModelStreamError and InternalStreamFailure are raised by the receiver.
             async for event in receiver:
-                if isinstance(event, ResponseStreamEventPayloadPart):
-                    # A part may be a piece of a frame: PARTIAL until the last piece.
-                    partial += event.value.bytes_ or b""
-                    if event.value.completion_state == "PARTIAL":
-                        continue
-                    frame = bytes(partial)
-                    partial.clear()
-                    replies.put(frame.decode("utf-8") if event.value.data_type == "UTF8" else frame)
-                else:
-                    log.debug("ignoring a response event of type %s", type(event).__name__)
+                match event:
+                    case ResponseStreamEventPayloadPart(value=part):
+                        # A part may be a piece of a frame: PARTIAL until the last piece.
+                        partial += part.bytes_ or b""
+                        if part.completion_state == "PARTIAL":
+                            continue
+                        frame = bytes(partial)
+                        partial.clear()
+                        replies.put(frame.decode("utf-8") if part.data_type == "UTF8" else frame)
+                    case _:
+                        log.debug("ignoring a response event of type %s", type(event).__name__)
             if sender.done() and not sender.cancelled() and sender.exception():
                 raise sender.exception()  # type: ignore[misc]
         finally:

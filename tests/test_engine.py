@@ -348,16 +348,19 @@ def assert_nothing_lost(out: Path, reference: Path, result: subprocess.Completed
         assert abs(a - c) <= 0.02 and abs(b - d) <= 0.02, (got, want)
 
 
+def spoken_whole(runtime: Path, model_dir: Path, tmp_path: Path) -> Path:
+    """SENTENCES spoken whole by the engine: what every faulted turn must add up to."""
+    reference = tmp_path / "whole.wav"
+    assert say_with_a_fault(runtime, model_dir, reference, None).returncode == 0
+    return reference
+
+
 @pytest.mark.long
-def test_either_side_dying_or_hanging_mid_turn_costs_the_other_nothing(
+def test_a_client_or_the_engine_killed_mid_turn_costs_the_other_nothing(
     started, tiny_model_dir, tmp_path
 ):
     client_dies_mid_turn(started, tiny_model_dir, tmp_path)
-
-    # The same text, spoken whole by the engine: what every faulted turn must add up to.
-    reference = tmp_path / "whole.wav"
-    assert say_with_a_fault(started, tiny_model_dir, reference, None).returncode == 0
-
+    reference = spoken_whole(started, tiny_model_dir, tmp_path)
     # The engine killed mid-turn: its client finishes the text in its own process.
     killed = tmp_path / "killed.wav"
     pid = engine_pid(started)
@@ -366,8 +369,14 @@ def test_either_side_dying_or_hanging_mid_turn_costs_the_other_nothing(
     )
     assert wait_gone(pid)
 
-    # Stopped mid-turn (it answers nothing, not even pings): the client notices within
-    # seconds and finishes alike; status and the next command say so, and stop ends it.
+
+@pytest.mark.long
+def test_an_engine_stopped_mid_turn_is_left_finished_here_reported_and_ended(
+    started, tiny_model_dir, tmp_path
+):
+    """Stopped mid-turn (it answers nothing, not even pings): the client notices within
+    seconds and finishes alike; status and the next command say so, and stop ends it."""
+    reference = spoken_whole(started, tiny_model_dir, tmp_path)
     stopped = tmp_path / "stopped.wav"
     began = time.monotonic()
     result = say_with_a_fault(started, tiny_model_dir, stopped, signal.SIGSTOP)

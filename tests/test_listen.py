@@ -781,7 +781,7 @@ def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
     echo = EchoCanceller(HEARING_RATE)
     heard = {"gated": [], "ungated": []}
     hearers = {name: (VoiceActivity(), TurnDetector()) for name in heard}
-    block, fed, out = 320, 0, []
+    block, fed, out, leaked = 320, 0, [], []
     for start in range(0, n - HEARING_FRAME + 1, HEARING_FRAME):
         while fed <= start + 3 * block:
             echo.played(far[fed : fed + block], fed / HEARING_RATE)
@@ -794,16 +794,18 @@ def test_what_the_canceller_leaks_is_not_taken_for_the_user(utterances):
             probability = vad(cleaned)
             if name == "gated" and echo.only_echo:
                 probability = 0.0
+            if name == "ungated" and jump_at <= start < user_at:
+                leaked.append(probability)
             for event in turns.push(cleaned, probability):
-                if isinstance(event, SpeechOnset | SpeechStarted):
-                    heard[name].append((type(event).__name__, start / HEARING_RATE))
+                match event:
+                    case SpeechOnset() | SpeechStarted():
+                        heard[name].append((type(event).__name__, start / HEARING_RATE))
     leak = slice(jump_at, jump_at + HEARING_RATE // 2)
     taken_out = level_db(mic[leak]) - level_db(np.concatenate(out)[160:][leak])
     assert taken_out < 15  # AEC3 lost the echo for a while (60-70 dB once learnt)...
-    # ...and what it let through is speech to Silero: unguarded, the reply is held before
-    # the user says a word (whether it lasts the 0.25 s of a turn varies with Kokoro's
-    # random voicing: in one CI run the leak ran on into the user's speech, 8.096 s).
-    assert [at for name, at in heard["ungated"] if name == "SpeechOnset"][0] < 8.0, heard
+    # ...and what it let through is speech to Silero, before the user says a word
+    # (whether it also lasts a turn's 0.25 s varies with Kokoro's random voicing).
+    assert max(leaked) >= TurnDetector().threshold, max(leaked)
     (onset, onset_at), (started, started_at) = heard["gated"]
     assert (onset, started) == ("SpeechOnset", "SpeechStarted")
     assert 8.0 <= onset_at < 8.15 and started_at < 8.4, heard["gated"]

@@ -541,3 +541,43 @@ def test_a_flood_from_one_address_cannot_lock_another_out() -> None:
             ws.close()
     finally:
         running.stop()
+
+
+def test_the_only_place_held_by_a_flood_goes_to_one_from_elsewhere_and_stays() -> None:
+    """A server that speaks for one listener: a flood from one address holding it gives
+    it up to a client from another, and cannot take it back while that one speaks;
+    two clients of one connection each keep it in the order they came."""
+    running, model = held_server(listeners=1)
+    try:
+        flood = [ws_connect(running, source="127.0.0.2") for _ in range(4)]
+        flood[0].send(speak("f0", "Spam."))
+        flood[0].send(speak("g0", "Spam."))
+        for n, ws in enumerate(flood[1:], 1):
+            ws.send(speak(f"f{n}", "Spam."))
+            assert recv_control(ws)["code"] == p.BUSY
+        healthy = ws_connect(running)
+        healthy.send(speak("h0", "Hello."))
+        healthy.send(speak("h1", "Hello again."))
+        assert recv_control(flood[0])["code"] == p.BUSY  # g0: its place went to the healthy
+        for ws in flood:
+            ws.send(speak("back", "Spam."))
+            assert recv_control(ws)["code"] == p.BUSY
+        # One client from a third address finds the place held by one: it waits its turn.
+        other = ws_connect(running, source="127.0.0.3")
+        other.send(speak("o0", "Hi."))
+        assert recv_control(other)["code"] == p.BUSY
+        model.release.set()
+        assert recv_control(flood[0])["request_id"] == "f0"  # in the model: it ends
+        heard: dict[str, int] = {}
+        ends = {}
+        while len(ends) < 2:
+            match recv(healthy):
+                case p.AudioFrame(request_id=rid):
+                    heard[rid] = heard.get(rid, 0) + 1
+                case {"request_id": rid, "type": kind}:
+                    ends[rid] = kind
+        assert ends == {"h0": "sentence_done", "h1": "sentence_done"} and len(heard) == 2
+        for ws in (*flood, healthy, other):
+            ws.close()
+    finally:
+        running.stop()

@@ -120,6 +120,7 @@ class Listener:
     admitted: bool = False  # spoken for: one of the listeners served in real time
     admitted_at: float = 0.0
     worked_at: float = 0.0  # when it last had a job
+    asked_at: float = 0.0  # when it last asked for one, given or refused
 
 
 class Throughput:
@@ -240,8 +241,11 @@ class Scheduler:
     def _admit(self, listener: Listener, request_id: str) -> None:
         """Refuse ``listener`` a new job beyond its address's share of the queue, or
         beyond the listeners the model can serve in real time (lock held). When every
-        place is taken, an address holding more places than this one's gives up its
-        newest: no address locks the others out, and one address alone may take them all."""
+        place is taken, the address holding the most gives up its newest if it holds two
+        more than this one's, or one more while more of its clients ask than this one's:
+        no address locks the others out (twenty connections holding the only place
+        yield it to one from elsewhere, which they cannot take back), a place is not
+        passed to and fro between equals, and one address alone may take them all."""
         limits = self.limits
         if listener.remote:
             pending = sum(len(o.jobs) for o in self._listeners if o.peer == listener.peer)
@@ -252,9 +256,10 @@ class Scheduler:
                     "their replies before sending more",
                     request_id,
                 )
+        now = time.monotonic()
+        listener.asked_at = now
         if listener.admitted:
             return
-        now = time.monotonic()
         served = [
             other
             for other in self._listeners
@@ -269,7 +274,10 @@ class Scheduler:
                 held.setdefault(other.peer, []).append(other)
             mine = len(held.get(listener.peer, []))
             most = max(held.values(), key=len)
-            if len(most) <= mine + 1:
+            if len(most) <= mine or (
+                len(most) == mine + 1
+                and self._asking(most[0].peer, now) <= self._asking(listener.peer, now)
+            ):
                 raise p.ProtocolError(
                     p.BUSY,
                     f"busy: it speaks for {len(served)} listeners, as many as it can in real "
@@ -279,6 +287,11 @@ class Scheduler:
             self._revoke(most[-1])
         listener.admitted = True
         listener.admitted_at = now
+
+    def _asking(self, peer: str, now: float) -> int:
+        """Clients of ``peer`` that asked for a job lately (lock held)."""
+        grace = self.limits.listener_grace
+        return sum(1 for o in self._listeners if o.peer == peer and now - o.asked_at < grace)
 
     def _revoke(self, listener: Listener) -> None:
         """``listener`` gives its place up: the job in progress finishes, the rest are

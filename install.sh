@@ -54,7 +54,7 @@ PY=$repo/$VENV/bin/python
 constraints=$VENV/voicecli-constraints.txt
 "$PY" -m pip list --format=freeze | grep -i '^torch==' >"$constraints"
 
-extras=server,sagemaker,listen
+extras=server,sagemaker,listen,mcp
 [[ ${VOICECLI_NO_LOCAL_LLM:-0} == 1 ]] || extras=local,$extras
 
 step "voicecli [$extras]"

@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
@@ -34,6 +35,9 @@ class StandInModel:
     def speaker(self) -> StandInModel:
         return self
 
+    def voices(self) -> list[str]:
+        return ["af_heart", "am_adam"]
+
     def ahead(self) -> float:
         return 0.0
 
@@ -46,11 +50,15 @@ class StandInModel:
 
 class RunningServer:
     def __init__(
-        self, synth_factory: Callable[[], SpeechModel], limits: Limits | None = None
+        self,
+        synth_factory: Callable[[], SpeechModel],
+        limits: Limits | None = None,
+        **options: Any,
     ) -> None:
+        """``options``: make_server's (host, key, audio_api)."""
         # As many listeners as a test connects: only admission's own tests limit them.
         self.limits = limits or Limits(listeners=64)
-        self.server = make_server(synth_factory, self.limits, log_level="warning")
+        self.server = make_server(synth_factory, self.limits, log_level="warning", **options)
         self.sock = bind("127.0.0.1", 0)
         self.port = self.sock.getsockname()[1]
         self.thread = threading.Thread(
@@ -89,10 +97,12 @@ class RunningServer:
 
 
 @contextmanager
-def kokoro_server(model_dir: Path, voice: str, lang: str) -> Iterator[RunningServer]:
+def kokoro_server(
+    model_dir: Path, voice: str, lang: str, **options: Any
+) -> Iterator[RunningServer]:
     """A real server of a Kokoro model directory (the tiny one, in tests), loaded."""
     settings = Settings(voice=voice, lang=lang, model_dir=model_dir)
-    running = RunningServer(kokoro_factory(settings)).start()
+    running = RunningServer(kokoro_factory(settings), **options).start()
     try:
         running.wait_ready()
         yield running

@@ -19,7 +19,7 @@ from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.llm.openai_chat import OpenAIChat
 from voicecli.server.guard import is_loopback
-from voicecli.server.run import bind, make_server
+from voicecli.server.run import bind
 from voicecli.web.page_server import WebApp, web_server
 
 WS_HEADERS = {
@@ -95,7 +95,7 @@ def test_with_a_token_every_path_needs_it_and_the_page_carries_it(tiny_synth, ti
     with web(tiny_synth, tiny_model_dir, token="s3cret") as port:
         local = f"127.0.0.1:{port}"
         for path in ("/", "/page.js", "/worklet.js", "/page.css", "/ws"):
-            assert ask(port, path, local)[0] == 403, path
+            assert ask(port, path, local)[0] == 401, path
         status, response = ask(port, "/?token=s3cret", local)
         assert status == 200
         cookie = response.getheader("set-cookie")
@@ -106,7 +106,7 @@ def test_with_a_token_every_path_needs_it_and_the_page_carries_it(tiny_synth, ti
         for path in ("/page.js", "/worklet.js", "/page.css"):
             assert ask(port, path, local, **sent)[0] == 200, path
         assert ask(port, "/ws", local, Origin=f"http://{local}", **sent, **WS_HEADERS)[0] == 101
-        assert ask(port, "/page.js", local, Cookie="voicecli_token=wrong")[0] == 403
+        assert ask(port, "/page.js", local, Cookie="voicecli_token=wrong")[0] == 401
 
 
 class Speaking(StandInModel):
@@ -120,12 +120,7 @@ class Speaking(StandInModel):
 
 @contextmanager
 def serve(host: str = "127.0.0.1", key: str | None = None) -> Iterator[RunningServer]:
-    running = RunningServer(Speaking)
-    running.server = make_server(Speaking, running.limits, "warning", host=host, key=key)
-    running.thread = threading.Thread(
-        target=running.server.run, kwargs={"sockets": [running.sock]}, daemon=True
-    )
-    running.start()
+    running = RunningServer(Speaking, host=host, key=key).start()
     try:
         yield running
     finally:
@@ -165,8 +160,8 @@ def test_serve_with_a_key_serves_only_those_who_send_it():
     with serve(host="0.0.0.0", key="k3y") as server:
         port = server.port
         name = f"192.0.2.7:{port}"
-        assert ask(port, "/ping", name)[0] == 403
-        assert ask(port, "/ping", name, Authorization="Bearer wrong")[0] == 403
+        assert ask(port, "/ping", name)[0] == 401
+        assert ask(port, "/ping", name, Authorization="Bearer wrong")[0] == 401
         assert ask(port, "/ping", name, Authorization="Bearer k3y")[0] in (200, 503)
         turn = [Sentence(0, "Hello.")]
         with pytest.raises(VoiceCliError, match="needs its key"):

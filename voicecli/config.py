@@ -90,6 +90,10 @@ class Settings:
     # process per user, and say and chat become its clients (voicecli engine --help).
     engine: bool = True
     engine_idle: float = 900.0  # seconds with no client before the engine exits
+    # OpenAI's audio API on the engine too, on this TCP port (the engine then stays
+    # until stopped), and the interface it listens on; beyond loopback, server_key.
+    engine_http: int | None = None
+    engine_http_host: str = "127.0.0.1"
     runtime_dir: Path | None = None  # its socket's directory; None: $XDG_RUNTIME_DIR/voicecli
     # Output
     device: str | None = None  # sounddevice index or name; None: the default output
@@ -297,6 +301,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "llm_threads": (1, 256),
     "llm_nice": (0, 19),
     "engine_idle": (1.0, 7 * 86400.0),
+    "engine_http": (1, 65535),
     "listen_hangover": (0.1, 5.0),
     "max_utterance": (1.0, 120.0),
     "max_transcribe_seconds": (1.0, 86400.0),

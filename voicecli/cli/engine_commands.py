@@ -11,6 +11,8 @@ import click
 from voicecli import display
 from voicecli.cli.options import config_option, settings_from, user_errors, verbose_option
 from voicecli.config import Precision, Synthesis, choices
+from voicecli.errors import VoiceCliError
+from voicecli.server.guard import is_loopback
 
 
 @click.group()
@@ -31,6 +33,24 @@ _engine_options = (
         type=click.FloatRange(1.0, 7 * 86400.0),
         help="Seconds with no client before the engine exits (default 900).",
     ),
+    click.option(
+        "--http",
+        "engine_http",
+        type=click.IntRange(1, 65535),
+        help="Serve OpenAI's audio API (/v1/audio/speech...) on this TCP port too; the "
+        "engine then stays until stopped.",
+    ),
+    click.option(
+        "--http-host",
+        "engine_http_host",
+        help="Interface for --http (default 127.0.0.1); beyond loopback it needs --api-key.",
+    ),
+    click.option(
+        "--api-key",
+        "server_key",
+        envvar="VOICECLI_SERVER_KEY",
+        help="Required of every --http client (Authorization: Bearer KEY).",
+    ),
     verbose_option,
 )
 
@@ -48,7 +68,19 @@ def start(config_path: Path | None, **flags: Any) -> None:
     """Start the engine now (say and chat start it on first use anyway)."""
     from voicecli.engine.handle import EngineHandle
 
-    handle = EngineHandle(settings_from(config_path, **flags))
+    settings = settings_from(config_path, **flags)
+    if settings.server_key is not None and not settings.server_key.strip():
+        raise VoiceCliError("--api-key is empty: give a secret, or leave it out on loopback.")
+    if (
+        settings.engine_http is not None
+        and not settings.server_key
+        and not is_loopback(settings.engine_http_host)
+    ):
+        raise VoiceCliError(
+            f"--http-host {settings.engine_http_host} is beyond this machine: give --api-key "
+            "too, which every client must send."
+        )
+    handle = EngineHandle(settings)
     with display.err.status("Starting the voicecli engine…", spinner="dots"):
         info = handle.ensure()
     _print_status(info.details or {}, handle.socket)
@@ -104,7 +136,6 @@ def run(config_path: Path | None, identity_record: str | None, **flags: Any) -> 
 
     from voicecli.engine.host import run_engine
     from voicecli.engine.identity import EngineIdentity
-    from voicecli.errors import VoiceCliError
 
     settings = settings_from(config_path, **flags)
     if identity_record is not None:
@@ -127,8 +158,14 @@ def _print_status(details: dict[str, Any], socket: Path) -> None:
         f"  model    {ident.get('model_dir') or 'hexgrad/Kokoro-82M (hub)'}, "
         f"language {ident.get('lang')}",
         f"  LLM      {'loaded' if details.get('llm') else 'not loaded (starts with chat)'}",
-        f"  memory   {details.get('rss_mb')} MB; up {details.get('uptime')} s; exits after "
-        f"{details.get('idle_exit'):g} s idle",
+        f"  memory   {details.get('rss_mb')} MB; up {details.get('uptime')} s; "
+        + (
+            "stays until stopped (it serves the API)"
+            if details.get("http")
+            else f"exits after {details.get('idle_exit'):g} s idle"
+        ),
     ]
+    if details.get("http"):
+        lines.append(f"  API      http://{details['http']}/v1 (OpenAI's audio API)")
     for line in lines:
         display.out.print(line, markup=False)

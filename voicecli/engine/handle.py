@@ -80,6 +80,12 @@ class EngineInfo:
     def describe(self) -> str:
         return describe_record((self.details or {}).get("identity"))
 
+    @property
+    def http(self) -> str | None:
+        """Where its OpenAI audio API listens (HOST:PORT), if it has one."""
+        value = (self.details or {}).get("http")
+        return value if isinstance(value, str) else None
+
 
 class EngineHandle:
     """This user's engine: find it, start it, check it speaks for these settings, stop it."""
@@ -91,6 +97,13 @@ class EngineHandle:
         self.socket = self.dir / SOCKET_NAME
         self.log_path = self.dir / LOG_NAME
         self._process: subprocess.Popen[bytes] | None = None  # the engine this started
+
+    @property
+    def http_address(self) -> str | None:
+        """HOST:PORT of the OpenAI audio API these settings ask the engine for."""
+        if self.settings.engine_http is None:
+            return None
+        return f"{self.settings.engine_http_host}:{self.settings.engine_http}"
 
     # --- talking to it ----------------------------------------------------------------
     def _request(self, method: str, path: str, timeout: float = PROBE_TIMEOUT) -> dict[str, Any]:
@@ -169,6 +182,7 @@ class EngineHandle:
         started with another model or language is restarted if nobody uses it, and
         refused with a clear line if someone does: it never speaks with the wrong model."""
         want = self.identity
+        http = self.http_address
         with self._locked():
             info = self.probe()
             if info is not None and info.identity != want:
@@ -181,6 +195,18 @@ class EngineHandle:
                     )
                 if notify is not None:
                     notify(f"Restarting the voicecli engine: it ran {info.describe()}.")
+                self._stop(info)
+                info = None
+            if info is not None and http is not None and info.http != http:
+                now = f"on {info.http}" if info.http else "without it"
+                if info.clients:
+                    raise VoiceCliError(
+                        f"The voicecli engine (pid {info.pid}) serves the audio API {now}, "
+                        f"and {info.clients} client(s) use it: run `voicecli engine stop` "
+                        f"first for one on {http}."
+                    )
+                if notify is not None:
+                    notify(f"Restarting the voicecli engine: it served the audio API {now}.")
                 self._stop(info)
                 info = None
             if info is None:
@@ -198,7 +224,7 @@ class EngineHandle:
                 stdin=subprocess.DEVNULL,
                 stdout=log_fd,
                 stderr=subprocess.STDOUT,
-                env=self.identity.environment(self.dir),
+                env=self.identity.environment(self.dir, self.settings),
                 start_new_session=True,
             )
         finally:

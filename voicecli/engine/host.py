@@ -28,8 +28,10 @@ from voicecli.engine.identity import EngineIdentity
 from voicecli.engine.runtime import SOCKET_NAME, record_pid, recorded_pid, runtime_dir
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
+from voicecli.server.guard import OPENAI_PREFIX, Guard, bearer, is_loopback
+from voicecli.server.openai_api import AudioAPI
 from voicecli.server.requests import Limits
-from voicecli.server.run import kokoro_factory, make_server
+from voicecli.server.run import bind, kokoro_factory, make_server
 from voicecli.server.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,11 @@ class EngineHost:
         self.llm = None
         self._llm_lock = asyncio.Lock()
         self.server = None  # the uvicorn server, to end it when idle
+        self.http = (  # where OpenAI's audio API listens too, if asked
+            f"{settings.engine_http_host}:{settings.engine_http}"
+            if settings.engine_http is not None
+            else None
+        )
 
     async def info(self, request: Request) -> Response:
         self.last_active = time.monotonic()
@@ -100,6 +107,7 @@ class EngineHost:
                 "idle_exit": self.settings.engine_idle,
                 "llm": self.llm is not None and self.llm.running(),
                 "voices": self._voices(),
+                "http": self.http,
                 "rss_mb": _rss_mb(),
             }
         )
@@ -107,7 +115,7 @@ class EngineHost:
     def _voices(self) -> list[str]:
         """The model's voice set, for clients to check a voice name before a turn."""
         model = self.scheduler.model
-        return model.files.available_voices() if model is not None else []
+        return model.voices() if model is not None else []
 
     async def llm_endpoint(self, request: Request) -> Response:
         from voicecli.llm.embedded import LocalLLMServer
@@ -149,8 +157,8 @@ class EngineHost:
                 if now - failed_at > FAILED_LINGER:
                     break
                 continue
-            if self.scheduler.clients or not self.scheduler.ready.is_set():
-                self.last_active = now  # loading is not idling
+            if self.http is not None or self.scheduler.clients or not self.scheduler.ready.is_set():
+                self.last_active = now  # loading is not idling, nor serving the API
             elif now - self.last_active > self.settings.engine_idle:
                 log.info("idle for %g s: exiting", self.settings.engine_idle)
                 break
@@ -177,6 +185,24 @@ def run_engine(settings: Settings) -> None:
     directory = runtime_dir(settings)
     path = directory / SOCKET_NAME
     host = EngineHost(settings)
+    tcp = None
+    guard = None
+    if settings.engine_http is not None:
+        # OpenAI's routes alone on TCP, guarded as `serve` is; the Unix socket's mode
+        # guards the rest (the engine's own routes hand out the LLM's key).
+        key = settings.server_key
+        where = settings.engine_http_host
+        if not key and not is_loopback(where):
+            raise VoiceCliError(
+                f"The engine's audio API on {where}, beyond this machine, needs a key: "
+                "give --api-key (or VOICECLI_SERVER_KEY)."
+            )
+        tcp = bind(where, settings.engine_http)
+        guard = Guard(
+            where,
+            authorized=bearer(key) if key else None,
+            offered=lambda route: route.startswith(OPENAI_PREFIX),
+        )
     app = create_app(
         host.factory,
         scheduler=host.scheduler,
@@ -185,6 +211,8 @@ def run_engine(settings: Settings) -> None:
             Route(LLM_PATH, host.llm_endpoint, methods=["POST"]),
         ],
         background=host.watch,
+        guard=guard,
+        audio_api=AudioAPI.of(settings) if tcp is not None else None,
     )
     # Before the socket: a client that finds the engine gone quiet can still end it.
     pid_file = record_pid(directory)
@@ -195,7 +223,7 @@ def run_engine(settings: Settings) -> None:
     host.server = server
     log.info("voicecli engine %d listening on %s", os.getpid(), path)
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=[sock] if tcp is None else [sock, tcp])
     finally:
         host.stop_llm()
         # Only our own socket: a newer engine may already listen at the same path.
@@ -206,3 +234,5 @@ def run_engine(settings: Settings) -> None:
             if recorded_pid(directory) == os.getpid():
                 pid_file.unlink()
         sock.close()
+        if tcp is not None:
+            tcp.close()

@@ -82,17 +82,28 @@ class EngineIdentity:
         """``voicecli engine run`` with this identity, and the settings that are the
         engine's own but no part of who it is (its default voice, idle time, the LLM's
         niceness)."""
+        http = (
+            ["--http", str(settings.engine_http), "--http-host", settings.engine_http_host]
+            if settings.engine_http is not None
+            else []
+        )
         return [
             sys.executable, "-m", "voicecli", "engine", "run",
             IDENTITY_FLAG, json.dumps(self.record()),
             "--voice", settings.voice,
             "--idle", f"{settings.engine_idle:g}",
             "--llm-nice", str(settings.llm_nice),
+            *http,
         ]  # fmt: skip
 
     @staticmethod
-    def environment(runtime: Path) -> dict[str, str]:
-        return {**os.environ, "VOICECLI_RUNTIME_DIR": str(runtime)}
+    def environment(runtime: Path, settings: Settings) -> dict[str, str]:
+        """Its environment: the key of its HTTP face goes here, not in its argv, which
+        every user of the machine may read."""
+        env = {**os.environ, "VOICECLI_RUNTIME_DIR": str(runtime)}
+        if settings.server_key:
+            env["VOICECLI_SERVER_KEY"] = settings.server_key
+        return env
 
     def describe(self) -> str:
         model = self.model_dir or "hexgrad/Kokoro-82M from the hub"

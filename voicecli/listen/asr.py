@@ -38,6 +38,37 @@ class Transcript:
     language: str
 
 
+@dataclass(frozen=True)
+class Timed:
+    """A segment or a word of a transcription, in seconds from the audio's start."""
+
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Segment(Timed):
+    """A segment, with what Whisper says of its own confidence."""
+
+    tokens: tuple[int, ...] = ()
+    temperature: float = 0.0
+    avg_logprob: float = 0.0
+    compression_ratio: float = 0.0
+    no_speech_prob: float = 0.0
+
+
+@dataclass(frozen=True)
+class TimedTranscript:
+    """A whole file's transcription: its segments, and its words if they were asked for."""
+
+    text: str
+    seconds: float
+    language: str
+    segments: list[Segment]
+    words: list[Timed]
+
+
 def resolve_model(name: str) -> str:
     """The directory of the model ``name`` names, downloaded if need be."""
     path = Path(name).expanduser()
@@ -112,6 +143,58 @@ class Transcriber:
             )
             text = " ".join(s.text.strip() for s in segments).strip()
         return Transcript(text, len(samples) / HEARING_RATE, info.language)
+
+    def transcribe_file(
+        self,
+        audio: np.ndarray,
+        *,
+        language: str | None = None,
+        prompt: str | None = None,
+        temperature: float | None = None,
+        words: bool = False,
+    ) -> TimedTranscript:
+        """A file's audio (mono float32 at 16 kHz), timed: unlike an utterance it may
+        hold long silences, which Whisper's own VAD skips (it would hear words in them).
+        ``language`` (ISO 639-1) and ``prompt`` guide it, as OpenAI's API passes them."""
+        if self.english_only and language not in (None, "en"):
+            raise VoiceCliError(
+                f"The speech recognition model hears English only, not {language!r}: set "
+                "asr_model to a multilingual one (tiny, base, small...)."
+            )
+        samples = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
+        options = {} if temperature is None else {"temperature": temperature}
+        with self._lock:
+            found, info = self.model.transcribe(
+                samples,
+                beam_size=BEAM_SIZE,
+                language="en" if self.english_only else language,
+                initial_prompt=prompt or None,
+                condition_on_previous_text=False,
+                vad_filter=True,
+                word_timestamps=words,
+                **options,
+            )
+            segments = list(found)  # decoding happens as the generator is read
+        timed = [
+            Segment(
+                round(s.start, 3),
+                round(s.end, 3),
+                s.text.strip(),
+                tuple(s.tokens),
+                s.temperature or 0.0,
+                s.avg_logprob,
+                s.compression_ratio,
+                s.no_speech_prob,
+            )
+            for s in segments
+        ]
+        spoken = [
+            Timed(round(w.start, 3), round(w.end, 3), w.word.strip())
+            for s in segments
+            for w in (s.words or [])
+        ]
+        text = " ".join(t.text for t in timed if t.text).strip()
+        return TimedTranscript(text, len(samples) / HEARING_RATE, info.language, timed, spoken)
 
 
 # Output samples one byte of input may decode to: a low-bitrate speech codec gives a few

@@ -29,6 +29,8 @@ from starlette.websockets import WebSocket
 from voicecli import protocol as p
 from voicecli.server.guard import Guard, GuardMiddleware
 from voicecli.server.http import invocations_route, ping_route
+from voicecli.server.openai_api import AudioAPI
+from voicecli.server.rate import MessageRates
 from voicecli.server.requests import Limits
 from voicecli.server.scheduler import Scheduler
 from voicecli.server.ws import WebSocketConnection
@@ -43,11 +45,12 @@ def create_app(
     routes: Sequence[BaseRoute] = (),
     background: Callable[[], Awaitable[None]] | None = None,
     guard: Guard | None = None,
+    audio_api: AudioAPI | None = None,
 ) -> Starlette:
     """The ASGI app. ``synth_factory`` runs in a thread at startup; /ping says 503 until
     it returns. The resident engine passes its own ``scheduler``, its ``routes`` and a
     ``background`` task that runs while the app does. ``guard``: who may ask, on TCP
-    (the engine's Unix socket is private, and has none)."""
+    (a Unix socket's mode decides for it). ``audio_api``: OpenAI's audio routes too."""
     scheduler = scheduler or Scheduler(synth_factory, limits or Limits())
 
     @asynccontextmanager
@@ -59,14 +62,19 @@ def create_app(
             task.cancel()
         scheduler.stop()
 
+    rates = MessageRates(
+        scheduler.limits.address_messages_per_second, scheduler.limits.message_burst
+    )
+
     async def websocket(ws: WebSocket) -> None:
-        await WebSocketConnection(ws, scheduler).run()
+        await WebSocketConnection(ws, scheduler, rates).run()
 
     app = Starlette(
         routes=[
             Route("/ping", ping_route(scheduler), methods=["GET"]),
             Route("/invocations", invocations_route(scheduler), methods=["POST"]),
             WebSocketRoute(p.WS_PATH, websocket),
+            *(audio_api.routes(scheduler) if audio_api is not None else ()),
             *routes,
         ],
         lifespan=lifespan,

@@ -9,8 +9,12 @@
 * **Origin.** A browser says which page sends the request: it must be this server's own
   page (the same scheme, host and port as the request's Host). Another site's page cannot
   drive it, whatever its Host; a client that is not a browser sends no Origin.
-* **The secret.** Beyond loopback every path needs it (``authorized``), except those the
-  caller exempts (SageMaker's runtime, which sends none and reaches only the container).
+* **The secret.** Beyond loopback every path needs it (``authorized``).
+* **Paths.** A server may offer on TCP only some of its routes (``offered``: the engine
+  its OpenAI API, never its own routes); the rest are not found there.
+
+A connection on a Unix socket passes: the socket's owner and mode decide who reaches it.
+Refusals of OpenAI's routes take OpenAI's error shape, which its clients read.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
+
+OPENAI_PREFIX = "/v1/"  # OpenAI's routes, whose clients read its error shape
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -59,36 +65,48 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    why: str  # in one line
+    status: int = 403  # 401: the secret is missing or wrong; 404: not offered here
+
+
+@dataclass(frozen=True)
 class Guard:
     """The policy of one server: where it is bound, and what proves a caller may use it
     beyond loopback (``authorized``: None means nothing is needed)."""
 
     bound_host: str
     authorized: Callable[[Scope], bool] | None = None
-    exempt: Callable[[str], bool] = field(default=lambda path: False)  # paths with no secret
+    offered: Callable[[str], bool] = field(default=lambda path: True)  # paths on TCP
 
     @property
     def loopback(self) -> bool:
         return is_loopback(self.bound_host)
 
-    def refusal(self, scope: Scope) -> str | None:
-        """Why this request is refused, in one line; None if it may go on."""
+    def refusal(self, scope: Scope) -> Refusal | None:
+        """Why this request is refused; None if it may go on."""
+        server = scope.get("server")
+        if server is not None and server[1] is None:
+            return None  # a Unix socket: its mode decides
         host_header = _header(scope, b"host")
         host = split_host(host_header) if host_header else None
         if host is None:
-            return "a request needs one Host header"
+            return Refusal("a request needs one Host header")
         name = host[0]
         if self.loopback and not (is_loopback(name) or name == self.bound_host.lower()):
-            return (
+            return Refusal(
                 f"this voicecli server is on loopback and answers to localhost, not to "
                 f"{name!r}: another site's page may have rebound that name to this machine"
             )
         origin = _header(scope, b"origin")
         if origin is not None and not self._same_origin(origin, host_header or "", scope):
-            return f"requests from the page at {origin[:100]!r} are not this server's own"
-        path = scope.get("path", "")
-        if self.authorized is not None and not self.exempt(path) and not self.authorized(scope):
-            return "this voicecli server needs its secret (the token or the API key)"
+            return Refusal(f"requests from the page at {origin[:100]!r} are not this server's own")
+        if not self.offered(scope.get("path", "")):
+            return Refusal("not found", status=404)
+        if self.authorized is not None and not self.authorized(scope):
+            return Refusal(
+                "this voicecli server needs its secret (the token or the API key)", status=401
+            )
         return None
 
     @staticmethod
@@ -111,24 +129,27 @@ class GuardMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        why = self.guard.refusal(scope)
-        if why is None:
+        refused = self.guard.refusal(scope)
+        if refused is None:
             await self.app(scope, receive, send)
             return
+        path = str(scope.get("path", ""))
         client = scope.get("client") or ("?", 0)
-        log.warning("refused %s %s from %s: %s", scope["type"], scope.get("path"), client[0], why)
+        log.warning("refused %s %s from %s: %s", scope["type"], path, client[0], refused.why)
         if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008, "reason": why[:120]})
+            await send({"type": "websocket.close", "code": 1008, "reason": refused.why[:120]})
             return
-        body = f"Refused: {why}.\n".encode()
+        if path.startswith(OPENAI_PREFIX):
+            from voicecli.server.openai_api.api_error import refusal_body
+
+            kind, body = b"application/json", refusal_body(refused.why, refused.status)
+        else:
+            kind, body = b"text/plain; charset=utf-8", f"Refused: {refused.why}.\n".encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 403,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
+                "status": refused.status,
+                "headers": [(b"content-type", kind), (b"content-length", str(len(body)).encode())],
             }
         )
         await send({"type": "http.response.body", "body": body})

@@ -37,6 +37,11 @@ class Limits:
     # A listener keeps its place while it has work, and this long after: between the
     # sentences of one turn it has none for a moment.
     listener_grace: float = 3.0
+    # Messages read from one connection a second (and at once), and from one client
+    # address, all its connections together: past them, a client is read later.
+    messages_per_second: float = 50.0
+    message_burst: int = 100
+    address_messages_per_second: float = 400.0
     max_text_chars: int = 2000  # per speak
     send_queue_frames: int = 32  # audio frames buffered per connection
     frame_samples: int = 4800  # per audio frame (a fifth of a second): cancel's granularity

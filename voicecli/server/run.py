@@ -24,6 +24,7 @@ from voicecli.config import Settings
 from voicecli.errors import VoiceCliError
 from voicecli.server.app import create_app
 from voicecli.server.guard import Guard, bearer, is_loopback
+from voicecli.server.openai_api import AudioAPI
 from voicecli.server.requests import Limits
 from voicecli.tts.steps import SpeechModel
 
@@ -132,14 +133,15 @@ def make_server(
     host: str = "127.0.0.1",
     key: str | None = None,
     app: Starlette | None = None,
+    audio_api: AudioAPI | None = None,
 ) -> uvicorn.Server:
-    """uvicorn serving ``create_app(synth_factory, limits)``, guarded for a server bound
-    to ``host`` (``key``: required of every client), or ``app`` (the resident engine's,
-    built on the same)."""
+    """uvicorn serving ``create_app(synth_factory, limits)`` (with OpenAI's audio routes
+    if ``audio_api``), guarded for a server bound to ``host`` (``key``: required of
+    every client), or ``app`` (the resident engine's, built on the same)."""
     limits = limits or Limits()
     guard = Guard(host, authorized=bearer(key) if key else None)
     config = uvicorn_config(
-        app or create_app(synth_factory, limits, guard=guard),
+        app or create_app(synth_factory, limits, guard=guard, audio_api=audio_api),
         log_level,
         # Oversized frames are refused by the WebSocket layer (close code 1009).
         ws_max_size=limits.max_message_bytes,
@@ -158,10 +160,12 @@ def serve(
     limits: Limits | None = None,
     log_level: str = "info",
     key: str | None = None,
+    audio_api: AudioAPI | None = None,
 ) -> None:
     """Serve until interrupted. The model loads in the background: /ping is 503 until then."""
     sock = bind(host, port)
-    make_server(synth_factory, limits, log_level, host=host, key=key).run(sockets=[sock])
+    server = make_server(synth_factory, limits, log_level, host=host, key=key, audio_api=audio_api)
+    server.run(sockets=[sock])
 
 
 def kokoro_factory(settings: Settings) -> Callable[[], SpeechModel]:
@@ -189,7 +193,10 @@ def run_server(
                 f"(Authorization: Bearer {key}; set server_key to choose it)."
             )
     level = "debug" if settings.verbose else "info"
-    serve(host, port, kokoro_factory(settings), log_level=level, key=key)
+    serve(
+        host, port, kokoro_factory(settings), log_level=level, key=key,
+        audio_api=AudioAPI.of(settings),
+    )  # fmt: skip
 
 
 def _port(text: str) -> int:
@@ -213,7 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SageMaker's runtime sends no key, and is all that reaches the container: its
         # guard still refuses other sites' pages, and its Host is SageMaker's.
         settings = config.resolve()
-        serve(args.host, args.port, kokoro_factory(settings), key=settings.server_key)
+        serve(
+            args.host, args.port, kokoro_factory(settings), key=settings.server_key,
+            audio_api=AudioAPI.of(settings),
+        )  # fmt: skip
     except VoiceCliError as exc:
         logging.error("%s", exc)
         return exc.exit_code

@@ -260,10 +260,16 @@ class Scheduler:
         listener.asked_at = now
         if listener.admitted:
             return
+        # A client that has not taken its audio for the grace needs no model time: it keeps
+        # no place from the others (until it reads again, or the stall ends it).
         served = [
             other
             for other in self._listeners
-            if other.admitted and (other.jobs or now - other.worked_at < limits.listener_grace)
+            if other.admitted
+            and (other.jobs or now - other.worked_at < limits.listener_grace)
+            and not (
+                other.outbox.waiting_audio and now - other.outbox.last_taken > limits.listener_grace
+            )
         ]
         for other in self._listeners:  # a place kept past its grace is free again
             if other.admitted and other not in served:

@@ -17,6 +17,7 @@ from starlette.websockets import WebSocket
 from voicecli import protocol as p
 from voicecli.server.guard import peer_of
 from voicecli.server.outbox import OutAudio, Outbox
+from voicecli.server.rate import Bucket, MessageRates, paced
 from voicecli.server.requests import parse_speak
 from voicecli.server.scheduler import Job, Scheduler
 
@@ -24,20 +25,25 @@ log = logging.getLogger(__name__)
 
 
 class WebSocketConnection:
-    def __init__(self, ws: WebSocket, scheduler: Scheduler) -> None:
+    def __init__(self, ws: WebSocket, scheduler: Scheduler, rates: MessageRates) -> None:
         self.ws = ws
         self.scheduler = scheduler
         self.limits = scheduler.limits
+        self.rates = rates
         self.pending: dict[str, Job] = {}
         self.ended = False
 
     async def run(self) -> None:
         await self.ws.accept()
         self.outbox = Outbox(self.limits, asyncio.get_running_loop())
-        self.listener = self.scheduler.listener(self.outbox, *peer_of(self.ws.scope))
+        peer, remote = peer_of(self.ws.scope)
+        self.listener = self.scheduler.listener(self.outbox, peer, remote)
+        own = Bucket(self.limits.messages_per_second, self.limits.message_burst)
+        shared = self.rates.of(peer)
         sender = asyncio.create_task(self._send_loop())
         try:
             while not self.outbox.closed:
+                await paced(own, shared)
                 message = await self.ws.receive()
                 if message["type"] == "websocket.disconnect":
                     break

@@ -73,6 +73,10 @@ class SpeechModel(Protocol):
 
     def speaker(self) -> Speaker: ...
 
+    def voices(self) -> list[str]:
+        """The names of its voice set (a request may blend them)."""
+        ...
+
     def warm_up_steps(self) -> Iterator[None]:
         """Pay a process's first, slower forward passes and learn what a first turn
         needs, one pass per step; the server runs them once, when idle, and serves

@@ -484,6 +484,9 @@ class KokoroSynthesizer:
     def speaker(self) -> KokoroSpeaker:
         return KokoroSpeaker(self)
 
+    def voices(self) -> list[str]:
+        return self.files.available_voices()
+
     def set_voice(self, voice: str) -> None:
         spec = VoiceSpec.parse(voice)
         self.voice = self.packs.get(spec)

@@ -1,0 +1,58 @@
+"""How fast a client's messages are read: a token bucket per connection and one per
+client address, so that a flood of messages, however many connections it comes on,
+costs the server a bounded share of its CPU; the model's share stays with the
+listeners. A client past its rate is simply read later: its sends back up in TCP, and
+nothing it sent is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+
+
+class Bucket:
+    """``rate`` messages a second, ``burst`` at once. A message past them waits its turn:
+    the wait is owed in order, so a client that sends now waits behind those already
+    waiting, never forever."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = burst
+        self._at = time.monotonic()
+
+    def delay(self) -> float:
+        """Take one message's token; how long to wait before reading it."""
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+
+class MessageRates:
+    """The buckets of the client addresses seen lately (a bounded number of them)."""
+
+    MAX_ADDRESSES = 4096
+
+    def __init__(self, per_address: float, burst: float) -> None:
+        self.per_address = per_address
+        self.burst = burst
+        self._buckets: OrderedDict[str, Bucket] = OrderedDict()
+
+    def of(self, address: str) -> Bucket:
+        bucket = self._buckets.get(address)
+        if bucket is None:
+            bucket = self._buckets[address] = Bucket(self.per_address, self.burst)
+            if len(self._buckets) > self.MAX_ADDRESSES:
+                self._buckets.popitem(last=False)  # the address heard from least lately
+        self._buckets.move_to_end(address)
+        return bucket
+
+
+async def paced(*buckets: Bucket) -> None:
+    """Wait until every bucket lets one more message be read."""
+    wait = max(bucket.delay() for bucket in buckets)
+    if wait > 0:
+        await asyncio.sleep(wait)

@@ -397,3 +397,51 @@ def test_an_engine_stopped_mid_turn_is_left_finished_here_reported_and_ended(
     )
     assert wait_gone(frozen)
     assert not (started / "engine.sock").exists() and not (started / "engine.pid").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_engine_serves_the_audio_api_on_tcp_only_when_asked(runtime, tiny_model_dir, tmp_path):
+    import openai
+
+    port = free_port()
+    beyond = voicecli(
+        runtime, "engine", "start", *tiny(tiny_model_dir, "--http", str(port)),
+        "--http-host", "0.0.0.0",
+    )  # fmt: skip
+    assert beyond.returncode == 1 and "give --api-key too" in beyond.stderr
+    assert len(beyond.stderr.strip().splitlines()) == 1
+    started = voicecli(
+        runtime, "engine", "start", *tiny(tiny_model_dir, "--http", str(port), "--api-key", "k3y")
+    )
+    assert started.returncode == 0, started.stderr
+    assert f"API      http://127.0.0.1:{port}/v1" in started.stdout
+    assert "stays until stopped" in started.stdout
+    try:
+        base = f"http://127.0.0.1:{port}/v1"
+        speech = openai.OpenAI(base_url=base, api_key="k3y").audio.speech.create(
+            model="tts-1", voice="af_tiny", input="Hello there.", response_format="pcm"
+        )
+        assert len(speech.read()) > 0
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=base, api_key="nope", max_retries=0).models.list()
+        # The engine's own routes (one hands out the LLM's key) are not on TCP.
+        import urllib.error
+        import urllib.request
+
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/engine", headers={"Authorization": "Bearer k3y"}
+            )
+            urllib.request.urlopen(request, timeout=10)
+        assert caught.value.code == 404
+        # Its Unix socket speaks for `say` as before.
+        out = tmp_path / "a.wav"
+        said = voicecli(runtime, "say", *tiny(tiny_model_dir, "-o", str(out)), "Hi.")
+        assert said.returncode == 0 and read_wav(out)[0].size > 0, said.stderr
+    finally:
+        assert voicecli(runtime, "engine", "stop").returncode == 0

@@ -564,3 +564,60 @@ def test_a_client_with_unread_audio_waits_behind_one_that_reads() -> None:
             assert log[first : last + 1].count("100000.") <= 2
     finally:
         running.stop()
+
+
+def test_a_client_that_stops_reading_keeps_no_place_from_one_that_reads() -> None:
+    """The only place, taken by a client that then reads nothing: past the grace it
+    needs no model time, and the next listener is served, not told the server is busy."""
+    model = PacedModel(part_seconds=0.001)
+    running = serve(
+        model, listeners=1, listener_grace=0.3, stall_timeout=30.0, seconds_per_char=1000.0
+    )
+    try:
+        with _stuck_client(running) as stuck, ws_connect(running) as healthy:
+            stuck.send(speak("s", "100000."))
+            time.sleep(1.5)  # its socket and outbox are full, and it has taken nothing since
+            healthy.send(speak("h", "3."))
+            frames, done = collect(healthy, "h")
+            assert done["type"] == "sentence_done" and len(frames) == 3
+    finally:
+        running.stop()
+
+
+def test_a_flood_of_messages_is_read_at_its_rate_and_others_are_answered_at_once() -> None:
+    """Messages are read at a bounded rate per connection and per address, however many
+    connections a flood comes on; another address's client is answered as soon as ever."""
+    running = serve(
+        PacedModel(part_seconds=0.001),
+        messages_per_second=200.0,
+        message_burst=20,
+        address_messages_per_second=300.0,
+    )
+    bad = json.dumps({"v": 1, "type": "nonsense"})
+    try:
+        flood = [ws_connect(running, source="127.0.0.2") for _ in range(3)]
+        began = time.monotonic()
+
+        def send_all(ws: Any) -> None:
+            for _ in range(200):
+                ws.send(bad)
+
+        senders = [threading.Thread(target=send_all, args=(ws,)) for ws in flood]
+        for sender in senders:
+            sender.start()
+        time.sleep(0.3)
+        with ws_connect(running) as healthy:
+            asked = time.monotonic()
+            healthy.send(speak("h", "1."))
+            frames, done = collect(healthy, "h")
+            assert done["type"] == "sentence_done" and time.monotonic() - asked < 0.5
+        for ws in flood:
+            assert all(recv_control(ws)["code"] == p.UNKNOWN_TYPE for _ in range(200))
+        # 600 messages of one address at 300 a second, after a burst of 20.
+        assert time.monotonic() - began >= (600 - 20) / 300 * 0.9
+        for sender in senders:
+            sender.join()
+        for ws in flood:
+            ws.close()
+    finally:
+        running.stop()

@@ -216,6 +216,9 @@ def pytest_configure(config):
     # Every command runs in-process unless a test asks for the resident engine
     # (tests/test_engine.py), which then gets a runtime directory of its own.
     os.environ["VOICECLI_ENGINE"] = "0"
+    # ...and no test finds an LLM server that happens to listen on this machine's usual
+    # ports, unless it asks for one (tests/test_llm_discover.py).
+    os.environ["VOICECLI_LLM_SERVERS"] = ""
     _private_capture_file()
 
 

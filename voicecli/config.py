@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum, StrEnum
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_type_hints
+from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 
 from voicecli.errors import VoiceCliError
 from voicecli.frames import MAX_SPEED, MIN_SPEED
@@ -48,7 +48,7 @@ class CodeReading(StrEnum):
 
 
 class LLMChoice(StrEnum):
-    AUTO = "auto"  # the embedded model unless a server or key is set
+    AUTO = "auto"  # a server or key if set, else one found on this machine, else embedded
     LOCAL = "local"
     OPENAI = "openai"
 
@@ -126,7 +126,16 @@ class Settings:
     llm: LLMChoice = LLMChoice.AUTO
     base_url: str | None = None
     api_key: str | None = None
-    model: str = "gpt-4o-mini"
+    # None: OpenAI's gpt-4o-mini, or the first chat model of a server found on this machine.
+    model: str | None = None
+    # Where ``llm = auto`` looks for an OpenAI-compatible server when neither a base URL
+    # nor a key is set (NAME=HOST:PORT, asked at once); none answering: the embedded model.
+    llm_servers: tuple[str, ...] = (
+        "ollama=127.0.0.1:11434",
+        "lmstudio=127.0.0.1:1234",
+        "llama.cpp=127.0.0.1:8080",
+        "vllm=127.0.0.1:8000",
+    )
     llm_model_path: Path | None = None  # GGUF file for the embedded LLM
     llm_threads: int | None = None  # the embedded LLM's threads; None: llama.cpp's default
     llm_nice: int = 10  # the embedded LLM's niceness: speech gets the CPU first (docs/streaming.md)
@@ -204,11 +213,21 @@ _CONVERT: dict[type, Callable[[Any], Any]] = {
 }
 
 
+def _texts(value: Any) -> tuple[str, ...]:
+    """A list from a file, or commas between items from the environment or a flag."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise TypeError(f"{value!r} is not a list")
+    return tuple(text for item in items if (text := _text(item).strip()))
+
+
 def _converter(kind: Any) -> Callable[[Any], Any]:
     """How a value from a file, the environment or a flag becomes a field of type
     ``kind`` (``X | None`` converts as ``X``)."""
     if isinstance(kind, types.UnionType):
         (kind,) = (arg for arg in get_args(kind) if arg is not type(None))
+    if get_origin(kind) is tuple:
+        return _texts
     if isinstance(kind, type) and issubclass(kind, Enum):
         enum = kind
 

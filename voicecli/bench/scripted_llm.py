@@ -109,7 +109,7 @@ class ScriptedLLM:
                                 {
                                     "id": server.script.model,
                                     "object": "model",
-                                    "owned_by": "voicecli",
+                                    "owned_by": "scripted",
                                 }
                             ],
                         },

@@ -43,6 +43,7 @@ class OpenAIChat:
         self.model = model
         self.base_url = base_url
         self.where = where or base_url or "the OpenAI API"
+        self._named = where is not None
         self.temperature = temperature
         self.max_tokens = max_tokens
         # ``timeout`` bounds each wait, end to end: from the request to the first piece of
@@ -111,6 +112,10 @@ class OpenAIChat:
         self._give_back(client)
 
     def describe(self) -> str:
+        """ "gpt-4o-mini at api.openai.com", or where it was named: "ollama at
+        127.0.0.1:11434, llama3.2:3b"."""
+        if self._named:
+            return f"{self.where}, {self.model}"
         return f"{self.model} at {self.base_url or 'api.openai.com'}"
 
     def close(self) -> None:

@@ -145,7 +145,8 @@ conversation_options = _group(
         "--llm",
         type=click.Choice(choices(LLMChoice)),
         default=None,
-        help="auto: a server or key if set, else a server found on this machine (llm_servers), else the embedded model.",
+        help="auto: a server or key if set, else a server found on this machine "
+        "(llm_servers), else the embedded model.",
     ),
     llm_options,
     click.option("--system", "system_prompt", help="System prompt."),

@@ -11,6 +11,9 @@ import pytest
 from tests import tinymodel
 from tests.engine_harness import engine_env, voicecli
 
+# The listening tests' fixtures (the user's utterances, a virtual room), for every module.
+pytest_plugins = ["tests.listen_harness"]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

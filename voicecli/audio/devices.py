@@ -14,7 +14,7 @@ from voicecli.errors import VoiceCliError
 log = logging.getLogger("voicecli.audio.alsa")
 
 NO_DEVICE_HINT = "Use --output FILE.wav to write the audio to a file instead."
-NO_INPUT_HINT = "Type instead, or choose a microphone with --input-device."
+NO_INPUT_HINT = "Choose a microphone with --input-device."
 
 Kind = Literal["output", "input"]
 

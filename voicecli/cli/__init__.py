@@ -26,6 +26,7 @@ for command in (
     commands.chat,
     commands.serve,
     commands.web,
+    commands.mcp,
     commands.voices,
     commands.devices,
     commands.import_weights,

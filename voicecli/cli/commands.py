@@ -14,6 +14,7 @@ from voicecli import display
 from voicecli.cli.options import (
     config_option,
     conversation_options,
+    hearing_options,
     output_options,
     settings_from,
     synthesis_options,
@@ -87,18 +88,7 @@ def check_speakable(text: str, code: str) -> None:
 @click.option(
     "--listen", is_flag=True, help="Hands-free: speak your questions (typing still works)."
 )
-@click.option("--input-device", help="Microphone: sounddevice index or name.")
-@click.option(
-    "--barge-in/--no-barge-in",
-    default=None,
-    help="With --listen: speaking interrupts the reply (on speakers, its echo is "
-    "cancelled first; the default), or the microphone is muted while it plays.",
-)
-@click.option(
-    "--headphones/--no-headphones",
-    default=None,
-    help="No echo to cancel: the microphone is heard as it is while a reply plays.",
-)
+@hearing_options
 @click.option(
     "--push-to-talk/--no-push-to-talk",
     default=None,
@@ -110,7 +100,6 @@ def check_speakable(text: str, code: str) -> None:
     help="With --listen: prepare the reply at a pause, silent until your turn ends with "
     "the same words (default: on).",
 )
-@click.option("--asr-model", help="faster-whisper model: tiny.en (default), base.en... or a dir.")
 @user_errors
 def chat(config_path: Path | None, once: str | None, listen: bool, **flags: Any) -> None:
     """Talk with an LLM; replies are spoken as they stream."""
@@ -122,6 +111,30 @@ def chat(config_path: Path | None, once: str | None, listen: bool, **flags: Any)
         checked(once, "The question")
     settings = settings_from(config_path, **flags)
     run_chat(settings, once=once, listen=listen)
+
+
+# --- mcp ---------------------------------------------------------------------------
+@click.command()
+@synthesis_options
+@hearing_options
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the log to this file (stdout is the MCP client's).",
+)
+@user_errors
+def mcp(config_path: Path | None, **flags: Any) -> None:
+    """An MCP server on stdio for agents: speak, converse (speak, then hear the answer),
+    listen and stop. Register it with `claude mcp add voicecli -- voicecli mcp`."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise VoiceCliError(
+            "voicecli mcp needs the MCP SDK: pip install 'voicecli[mcp]' (./install.sh does this)."
+        )
+    from voicecli.mcp_server import run_mcp
+
+    run_mcp(settings_from(config_path, **flags))
 
 
 # --- serve -------------------------------------------------------------------------

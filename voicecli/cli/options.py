@@ -205,3 +205,23 @@ def setup_logging(settings: config.Settings) -> None:
         # A connection that breaks is voicecli's to report, in one line: the websockets
         # client logs it again, with a traceback, from its keepalive thread.
         logging.getLogger("websockets").setLevel(logging.CRITICAL)
+
+
+# Hearing the user: chat --listen, mcp.
+hearing_options = _group(
+    click.option("--input-device", help="Microphone: sounddevice index or name."),
+    click.option(
+        "--barge-in/--no-barge-in",
+        default=None,
+        help="Speaking interrupts the reply (on speakers, its echo is cancelled first; the "
+        "default), or the microphone is muted while it plays.",
+    ),
+    click.option(
+        "--headphones/--no-headphones",
+        default=None,
+        help="No echo to cancel: the microphone is heard as it is while a reply plays.",
+    ),
+    click.option(
+        "--asr-model", help="faster-whisper model: tiny.en (default), base.en... or a dir."
+    ),
+)

@@ -60,6 +60,24 @@ class ReplyBargeIn:
         self.session.release()
 
 
+def echo_canceller(settings: Settings, session: Session) -> EchoCanceller | None:
+    """On speakers, a canceller fed with what the session's player plays; None when there
+    is no echo to cancel (headphones, a file) or barge-in is off (``sink.monitor(None)``
+    unhooks it)."""
+    sink = session.sink
+    if not settings.barge_in or settings.headphones or sink is None or session.synth is None:
+        return None
+    if not sink.capabilities.monitor:
+        return None
+    try:
+        echo = EchoCanceller(session.synth.sample_rate)
+    except VoiceCliError as exc:
+        display.error(f"{exc} Muted while a reply plays instead.")
+        return None
+    sink.monitor(echo.played)
+    return echo
+
+
 class UserInput:
     def __init__(self, settings: Settings, session: Session) -> None:
         """Raises VoiceCliError, in one line, when the microphone or the recognizer
@@ -73,7 +91,7 @@ class UserInput:
             transcriber = Transcriber(settings.asr_model)
         microphone = Microphone(settings.input_device)
         try:
-            echo = self._echo_canceller(settings)
+            echo = echo_canceller(settings, session)
         except BaseException:
             microphone.close()
             raise
@@ -103,22 +121,6 @@ class UserInput:
             mode = "speaking interrupts a reply"
         how = "hold Tab and speak" if push_to_talk else "speak"
         display.note(f"Listening on {microphone.name} ({mode}): {how}, or type a line.")
-
-    def _echo_canceller(self, settings: Settings) -> EchoCanceller | None:
-        """On speakers, a canceller fed with what the player plays; None when there is no
-        echo to cancel (headphones, a file) or barge-in is off."""
-        sink = self.session.sink
-        if not settings.barge_in or settings.headphones or sink is None:
-            return None
-        if not sink.capabilities.monitor:
-            return None
-        try:
-            echo = EchoCanceller(self.session.synth.sample_rate)
-        except VoiceCliError as exc:
-            display.error(f"{exc} Muted while a reply plays instead.")
-            return None
-        sink.monitor(echo.played)
-        return echo
 
     def _key(self, keys: str) -> None:
         voice = self.voice

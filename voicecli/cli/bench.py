@@ -548,6 +548,39 @@ def isolation(
 
 
 @bench.command()
+@synthesis_options
+@reply_options
+@trials_option(7, "Requests each way, streamed and whole (they alternate).")
+@output_dir_option
+@_bench_command
+def api(
+    *,
+    scenario: str,
+    text_file: Path | None,
+    tokens_per_second: float,
+    trials: int,
+    config_path: Path | None,
+    output_dir: Path,
+    **flags: Any,
+) -> None:
+    """OpenAI's audio API on a `voicecli serve` of its own, with the openai SDK as the
+    client: first audio byte streamed against the whole file, every response_format
+    decoded back, SSE, transcriptions (WER), hanging up, LLM discovery's cost."""
+    from voicecli import display
+    from voicecli.bench import api as api_bench
+
+    reply, _ = _reply(scenario, text_file)
+    result = api_bench.run_api(
+        settings_from(config_path, **flags),
+        text=reply.text,
+        trials=trials,
+        output_dir=output_dir,
+        progress=display.note,
+    )
+    _print(api_bench.report_lines(result), api_bench.write(result, output_dir))
+
+
+@bench.command()
 @click.argument("seconds", type=click.FloatRange(1.0, 86400.0))
 @synthesis_options
 @output_dir_option

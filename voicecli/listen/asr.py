@@ -29,6 +29,15 @@ ASR_OFFLINE_HINT = (
 # Beam 5: still well ahead of real time for tiny.en on two cores, and far fewer words
 # wrong than greedy decoding (docs/listening.md).
 BEAM_SIZE = 5
+# Silence around what Whisper hears: speech that begins at the very first sample (a cut
+# utterance, a file that starts speaking at once) loses words without it
+# (docs/listening.md).
+PAD_SECONDS = 0.5
+
+
+def padded(samples: np.ndarray) -> np.ndarray:
+    pad = np.zeros(round(PAD_SECONDS * HEARING_RATE), np.float32)
+    return np.concatenate([pad, samples, pad])
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ class Transcriber:
         samples = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         with self._lock:
             segments, info = self.model.transcribe(
-                samples,
+                padded(samples),
                 beam_size=BEAM_SIZE,
                 language="en" if self.english_only else None,
                 # Each utterance stands alone: conditioning on the last one's text makes
@@ -165,7 +174,7 @@ class Transcriber:
         options = {} if temperature is None else {"temperature": temperature}
         with self._lock:
             found, info = self.model.transcribe(
-                samples,
+                padded(samples),
                 beam_size=BEAM_SIZE,
                 language="en" if self.english_only else language,
                 initial_prompt=prompt or None,
@@ -175,10 +184,13 @@ class Transcriber:
                 **options,
             )
             segments = list(found)  # decoding happens as the generator is read
+        def at(seconds: float) -> float:  # in the file, not in the padded audio
+            return round(min(max(seconds - PAD_SECONDS, 0.0), len(samples) / HEARING_RATE), 3)
+
         timed = [
             Segment(
-                round(s.start, 3),
-                round(s.end, 3),
+                at(s.start),
+                at(s.end),
                 s.text.strip(),
                 tuple(s.tokens),
                 s.temperature or 0.0,
@@ -189,7 +201,7 @@ class Transcriber:
             for s in segments
         ]
         spoken = [
-            Timed(round(w.start, 3), round(w.end, 3), w.word.strip())
+            Timed(at(w.start), at(w.end), w.word.strip())
             for s in segments
             for w in (s.words or [])
         ]

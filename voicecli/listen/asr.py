@@ -184,6 +184,7 @@ class Transcriber:
                 **options,
             )
             segments = list(found)  # decoding happens as the generator is read
+
         def at(seconds: float) -> float:  # in the file, not in the padded audio
             return round(min(max(seconds - PAD_SECONDS, 0.0), len(samples) / HEARING_RATE), 3)
 
@@ -201,9 +202,7 @@ class Transcriber:
             for s in segments
         ]
         spoken = [
-            Timed(at(w.start), at(w.end), w.word.strip())
-            for s in segments
-            for w in (s.words or [])
+            Timed(at(w.start), at(w.end), w.word.strip()) for s in segments for w in (s.words or [])
         ]
         text = " ".join(t.text for t in timed if t.text).strip()
         return TimedTranscript(text, len(samples) / HEARING_RATE, info.language, timed, spoken)

@@ -334,7 +334,7 @@ def test_beyond_loopback_every_request_needs_the_token(tiny_synth, tiny_model_di
     with serving(tiny_synth, tiny_model_dir, REPLY, token="s3cret") as web:
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(web.url, timeout=10)
-        assert refused.value.code == 403
+        assert refused.value.code == 401
         assert urllib.request.urlopen(web.url + "?token=s3cret", timeout=10).status == 200
         with pytest.raises((InvalidStatus, ConnectionClosed)):
             with connect(web.ws_url) as ws:

@@ -37,7 +37,7 @@ MAX_LISTEN_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
-class Spoken:
+class Delivered:
     """What became of one utterance: what the user heard of it, and whether the user (or
     ``stop``) cut it short."""
 
@@ -89,7 +89,7 @@ class AgentVoice:
         return self._session
 
     # --- speaking -------------------------------------------------------------------
-    def speak(self, text: str, voice: str | None = None, wait: bool = True) -> Spoken | None:
+    def speak(self, text: str, voice: str | None = None, wait: bool = True) -> Delivered | None:
         """Speak ``text`` (in ``voice`` for this call); with ``wait``, return once it has
         been heard, otherwise at once (None), speaking on meanwhile."""
         text = _text(text)
@@ -127,7 +127,7 @@ class AgentVoice:
         default = self.settings.voice
         return lambda: session.synth.set_voice(default) if session.synth is not None else None
 
-    def _speak(self, session: Session, text: str) -> Spoken:
+    def _speak(self, session: Session, text: str) -> Delivered:
         self._speaking.set()
         try:
             result: TurnResult = session.speak(
@@ -140,7 +140,7 @@ class AgentVoice:
         if not result.sentences and not result.interrupted:
             raise VoiceCliError("Nothing to say: the text has no speakable words.")
         heard = result.heard.strip() if result.interrupted else result.text
-        return Spoken(heard, result.interrupted)
+        return Delivered(heard, result.interrupted)
 
     def stop(self) -> bool:
         """Silence the speech in progress, if any (from any thread); whether there was."""
@@ -162,7 +162,7 @@ class AgentVoice:
             finally:
                 self._stop_hearing(session, voice)
 
-    def converse(self, text: str, listen: bool, timeout: float) -> tuple[Spoken, Heard | None]:
+    def converse(self, text: str, listen: bool, timeout: float) -> tuple[Delivered, Heard | None]:
         """Speak ``text``, then (with ``listen``) hear the answer. Listening starts with
         the speech: the user may talk over it, which cuts it, and what they said is the
         answer."""

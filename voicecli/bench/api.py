@@ -28,12 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from voicecli.audio.encode import AudioFormat
 from voicecli.bench.load import http_base, open_server, wait_for_ping
 from voicecli.bench.machine import machine_info
 from voicecli.bench.metrics import percentile
 from voicecli.errors import VoiceCliError
 
-FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
 IDLE_CPU = 0.05  # of a core: the server is idle below it
 GOALS = {"first_byte_ms": 500.0, "speedup": 3.0, "format_error": 0.01, "wer": 0.10}
 
@@ -205,7 +205,7 @@ def run_api(
         whole = [t["last_byte_ms"] for t in trials_out if not t["stream"]]
         progress("every response_format")
         formats = {}
-        for fmt in FORMATS:
+        for fmt in map(str, AudioFormat):
             _, _, data = _speech(sdk, text, voice, fmt, stream=True)
             formats[fmt] = {"seconds": round(seconds_of(data, fmt), 3), "bytes": len(data)}
         pcm = formats["pcm"]["seconds"]

@@ -122,6 +122,7 @@ class Hostile:
         self.sent = 0
         self.error: str | None = None
         self._stop = threading.Event()
+        self._ws: Any = None
         self._thread = threading.Thread(target=self._run, name=f"bench-{kind}", daemon=True)
 
     def start(self) -> Hostile:
@@ -129,7 +130,12 @@ class Hostile:
         return self
 
     def stop(self) -> None:
+        """Hang up at once: a flood's unread messages would hold a closing handshake
+        behind them for as long as the server takes to read them at its rate."""
         self._stop.set()
+        ws = self._ws
+        if ws is not None:
+            ws.close_socket()
         self._thread.join(30.0)
 
     def _run(self) -> None:
@@ -141,6 +147,7 @@ class Hostile:
         try:
             while not self._stop.is_set():
                 with connect(self.url, self.source) as ws:
+                    self._ws = ws
                     behave(ws)
         except Exception as exc:  # noqa: BLE001 - the server may close on it: a result
             if not self._stop.is_set():
@@ -279,7 +286,7 @@ def run_isolation(
                     turn = run_turn(url, schedule, stop=threading.Event(), **options)
                 finally:
                     for hostile in hostiles:
-                        hostile.stop()
+                        hostile.stop()  # each hangs up at once, so one after another
                     if hostiles:
                         errors = sorted({h.error for h in hostiles if h.error})
                         hostile_notes[condition].append(

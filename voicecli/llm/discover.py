@@ -17,7 +17,7 @@ from voicecli.errors import VoiceCliError
 
 log = logging.getLogger(__name__)
 
-PROBE_TIMEOUT = 0.3  # seconds for a server on this machine to say which models it has
+DISCOVERY_TIMEOUT = 0.3  # seconds for a server on this machine to say which models it has
 # Models a chat cannot use, as their names say: embeddings, rerankers, speech.
 # voicecli's own speech API (on `serve`'s port 8080, llama.cpp's too) lists only these.
 NOT_CHAT = ("embed", "rerank", "whisper", "transcribe", "tts", "kokoro", "bge-", "clip")
@@ -91,7 +91,7 @@ def _ask(server: LocalServer, timeout: float) -> list[str] | None:
         conn.close()
 
 
-def discover(servers: list[LocalServer], timeout: float = PROBE_TIMEOUT) -> Found | None:
+def discover(servers: list[LocalServer], timeout: float = DISCOVERY_TIMEOUT) -> Found | None:
     """The first of ``servers`` (in order) with a chat model, all asked at once."""
     answers: list[list[str] | None] = [None] * len(servers)
     done = [threading.Event() for _ in servers]

@@ -162,8 +162,15 @@ def test_models_and_voices_are_listed(api):
     sdk = client(api)
     names = {model.id for model in sdk.models.list()}
     assert {"tts-1", "tts-1-hd", "gpt-4o-mini-tts", "kokoro", "whisper-1"} <= names
-    voices = httpx.get(f"{api.http_url}/v1/audio/voices", timeout=10).json()
-    assert "af_tiny" in voices["voices"] and voices["openai"] == {}
+    # Open WebUI's reading of a speech server that is not OpenAI's.
+    voices = httpx.get(f"{api.http_url}/v1/audio/voices", timeout=10).json()["voices"]
+    offered = {voice["id"]: voice["name"] for voice in voices}
+    assert offered["af_tiny"] == "af_tiny"
+    assert offered["nova"] == "nova (af_tiny)"  # the tiny model has no af_nova
+    installed = api.server.config.app.state.scheduler.model.voices()
+    assert len(offered) == len(voices) == len(installed) + 13
+    models = httpx.get(f"{api.http_url}/v1/audio/models", timeout=10).json()["models"]
+    assert {model["id"] for model in models} == {"kokoro", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"}
 
 
 def test_a_client_that_hangs_up_mid_stream_stops_its_synthesis(api):

@@ -1,6 +1,7 @@
 """The names OpenAI's clients send, and what voicecli answers them with: the speech and
-transcription models they may name, OpenAI's voices as Kokoro voices, and the routes
-that list both (``GET /v1/models``, ``GET /v1/audio/voices``)."""
+transcription models they may name, OpenAI's voices as Kokoro voices, and the lists of
+both (``GET /v1/models``, and ``/v1/audio/models`` and ``/v1/audio/voices`` in the shape
+Open WebUI reads from a speech server that is not OpenAI's)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,21 @@ def kokoro_voice(name: str, installed: list[str], default: str) -> str:
         return mapped
     log.info("voice %r is Kokoro's %s, which this model lacks: using %s", name, mapped, default)
     return default
+
+
+def voice_list(installed: list[str], default: str) -> list[dict[str, str]]:
+    """Every voice a request may name: the model's own, then OpenAI's, each named for the
+    Kokoro voice it speaks as."""
+    kokoro = [{"id": name, "name": name} for name in installed]
+    openai = [
+        {"id": name, "name": f"{name} ({kokoro_voice(name, installed, default)})"}
+        for name in OPENAI_VOICES
+    ]
+    return kokoro + openai
+
+
+async def list_speech_models(request: Request) -> Response:
+    return JSONResponse({"models": [{"id": name, "name": name} for name in SPEECH_MODELS]})
 
 
 async def list_models(request: Request) -> Response:

@@ -105,6 +105,49 @@ def test_say_speaks_through_a_started_engine_and_the_client_loads_no_torch(
     assert rate == 24_000 and len(audio) > 2400 and np.abs(audio).max() > 0
 
 
+def test_a_second_say_waits_for_the_place_the_first_holds(runtime, tiny_model_dir, tmp_path):
+    """An engine that speaks for one listener at a time: a second command is told it is
+    busy and waits its turn, as a queue would, instead of failing."""
+    env = {**os.environ, **engine_env(runtime), "VOICECLI_LISTENERS": "1"}
+    started = subprocess.run(
+        [sys.executable, "-m", "voicecli", "engine", "start", *tiny(tiny_model_dir)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+
+    def say(out: Path, *more: str, **kw) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "voicecli", "say", *tiny(tiny_model_dir, "-o", str(out)),
+             *more],
+            stderr=subprocess.PIPE, text=True, env=env, **kw,
+        )  # fmt: skip
+
+    # The first holds the only place while its piped text keeps coming.
+    first = say(tmp_path / "first.wav", stdin=subprocess.PIPE)
+    first.stdin.write("The first command speaks first.\n")
+    first.stdin.flush()
+    time.sleep(3)
+    second = say(tmp_path / "second.wav", "The second one waits its turn.")
+    try:
+        for _ in range(8):  # longer than the place is kept idle: it is held by use
+            first.stdin.write("And it goes on.\n")
+            first.stdin.flush()
+            time.sleep(0.5)
+        assert second.poll() is None  # still waiting for the place
+        first.stdin.close()
+        assert first.wait(60) == 0, first.stderr.read()
+        assert second.wait(60) == 0, second.stderr.read()
+    finally:
+        for proc in (first, second):
+            proc.kill()
+    said = second.stderr.read()
+    assert "speaking for others: waiting" in said, said
+    assert "waiting" not in first.stderr.read()
+    for name in ("first", "second"):
+        audio, _ = read_wav(tmp_path / f"{name}.wav")
+        assert audio.size > 0, name
+
+
 def test_the_engine_listens_on_a_private_socket_and_nothing_else(shared):
     started = shared
     sock = started / "engine.sock"

@@ -86,6 +86,9 @@ class Settings:
     # The key a voicecli server requires of its clients beyond loopback (serve), and the
     # one `--endpoint-url` sends to such a server (Authorization: Bearer).
     server_key: str | None = None
+    # Listeners serve and the engine speak for at once; None: as many as the model keeps
+    # up with in real time (found from its own work). The next is told it is busy.
+    listeners: int | None = None
     # The resident engine: Kokoro and the embedded LLM stay loaded in one background
     # process per user, and say and chat become its clients (voicecli engine --help).
     engine: bool = True
@@ -321,6 +324,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "llm_nice": (0, 19),
     "engine_idle": (1.0, 7 * 86400.0),
     "engine_http": (1, 65535),
+    "listeners": (1, 64),
     "listen_hangover": (0.1, 5.0),
     "max_utterance": (1.0, 120.0),
     "max_transcribe_seconds": (1.0, 86400.0),

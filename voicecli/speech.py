@@ -18,10 +18,13 @@ if TYPE_CHECKING:
 
 
 def make_synthesizer(
-    settings: Settings, notify: Callable[[str], None] | None = None
+    settings: Settings,
+    notify: Callable[[str], None] | None = None,
+    wait_for_place: bool = True,
 ) -> Synthesizer:
-    """``notify`` hears what the engine client has to say (it is starting, or it died
-    and the turn goes on in-process)."""
+    """``notify`` hears what the engine client has to say (it is starting, waiting for
+    a place, or it died and the turn goes on in-process); without ``wait_for_place`` a
+    busy engine's refusal is the turn's error."""
     if settings.sagemaker_endpoint:
         from voicecli.tts.sagemaker import SageMakerSynthesizer
 
@@ -47,7 +50,9 @@ def make_synthesizer(
     if settings.engine:
         from voicecli.engine.client import EngineSynthesizer
 
-        return EngineSynthesizer(settings, lambda: local_synthesizer(settings), notify)
+        return EngineSynthesizer(
+            settings, lambda: local_synthesizer(settings), notify, wait_for_place
+        )
     return local_synthesizer(settings)
 
 

@@ -1,9 +1,11 @@
 """Speech through the resident engine (``EngineSynthesizer``): a ``WebSocketSynthesizer``
-on the engine's socket that starts the engine on first use and, if the engine dies
-mid-turn, says so and finishes the turn in this process without losing a sentence."""
+on the engine's socket that starts the engine on first use, waits its turn while the
+engine speaks for as many others as it can, and, if the engine dies mid-turn, says so
+and finishes the turn in this process without losing a sentence."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -16,7 +18,7 @@ from voicecli.engine.handle import EngineHandle, EngineUnavailable, Notify
 from voicecli.frames import AudioChunk, Sentence, SynthCapabilities, Synthesizer
 from voicecli.timeline import Timeline
 from voicecli.tts.remote import WebSocketSynthesizer
-from voicecli.tts.remote_turn import ConnectionLost
+from voicecli.tts.remote_turn import ConnectionLost, ServerBusy
 from voicecli.tts.voices import VoiceSpec, check_voice_name
 
 # A ping the engine leaves unanswered this long: it is stopped, or its loop is stuck.
@@ -24,6 +26,10 @@ PING_SECONDS = 1.0
 # Silence while a sentence is unanswered: its scheduler is stuck (its loop still answers
 # pings). Well past what serving its other clients' passes in turn takes.
 SENTENCE_STALL_SECONDS = 10.0
+# How long a command waits for a place while the engine speaks for its other clients (a
+# second `say` waits for the first, as a queue would), and how often it asks again.
+PLACE_WAIT_SECONDS = 300.0
+PLACE_RETRY_SECONDS = 0.5
 
 
 class EngineSynthesizer:
@@ -31,7 +37,9 @@ class EngineSynthesizer:
     for a turn whose engine died, stopped or hangs: the sentences it had not finished
     are spoken in-process, from the sample the listener had reached, so no text is lost;
     an engine that does not answer at the start of a turn gives the whole turn to this
-    process."""
+    process. With ``wait_for_place`` a turn the engine has no place for waits for one;
+    without it (a web page's tab, which says so to its user), the refusal is the
+    turn's error."""
 
     sample_rate = WebSocketSynthesizer.sample_rate
     capabilities = SynthCapabilities(streams_within_sentence=True, word_timings=True)
@@ -41,8 +49,10 @@ class EngineSynthesizer:
         settings: Settings,
         local: Callable[[], Synthesizer],
         notify: Notify | None = None,
+        wait_for_place: bool = True,
     ) -> None:
         self.engine = EngineHandle(settings)
+        self.wait_for_place = wait_for_place
         self.settings = settings
         self._local_factory = local
         self._notify = notify
@@ -117,17 +127,33 @@ class EngineSynthesizer:
 
         iterator = iter(sentences)
         local = self._local
-        if local is None:
+        waiting_since: float | None = None
+        while local is None:
+            # Sent before and not all heard: sent again, and heard on from where it was.
+            pending = [unfinished[i] for i in sorted(unfinished)]
             try:
                 # The engine may have idled out or died between turns: start it again.
                 self.engine.ensure(self._notify)
-                for chunk in self._remote.stream(handed(iterator), cancel, timeline):
+                for chunk in self._remote.stream(
+                    handed(_chain(pending, iterator)), cancel, timeline
+                ):
+                    heard = received.get(chunk.sentence, 0)
                     if chunk.last:
                         unfinished.pop(chunk.sentence, None)
                     else:
-                        received[chunk.sentence] = chunk.offset + len(chunk.samples)
-                    yield chunk
+                        received[chunk.sentence] = max(heard, chunk.offset + len(chunk.samples))
+                    yield from _after(chunk, heard) if heard else (chunk,)
                 return
+            except ServerBusy:
+                now = time.monotonic()
+                if waiting_since is None:
+                    waiting_since = now
+                    if self.wait_for_place and self._notify is not None:
+                        self._notify("The voicecli engine is speaking for others: waiting.")
+                if not self.wait_for_place or now - waiting_since > PLACE_WAIT_SECONDS:
+                    raise
+                if cancel.wait(PLACE_RETRY_SECONDS):
+                    return
             except (ConnectionLost, EngineUnavailable) as exc:
                 if cancel.cancelled:
                     return

@@ -76,7 +76,7 @@ class EngineHost:
         self.settings = settings
         self.identity = EngineIdentity.of(settings)
         self.factory = kokoro_factory(settings)
-        self.scheduler = Scheduler(self.factory, Limits())
+        self.scheduler = Scheduler(self.factory, Limits(listeners=settings.listeners))
         self.started = time.monotonic()
         self.last_active = time.monotonic()
         self.llm = None

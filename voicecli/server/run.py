@@ -194,8 +194,8 @@ def run_server(
             )
     level = "debug" if settings.verbose else "info"
     serve(
-        host, port, kokoro_factory(settings), log_level=level, key=key,
-        audio_api=AudioAPI.of(settings),
+        host, port, kokoro_factory(settings), Limits(listeners=settings.listeners),
+        log_level=level, key=key, audio_api=AudioAPI.of(settings),
     )  # fmt: skip
 
 

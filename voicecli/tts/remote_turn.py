@@ -51,6 +51,10 @@ def explain_error(message: dict[str, Any], where: str) -> str:
     return f"The speech server at {where} failed: {text} ({code})."
 
 
+class ServerBusy(VoiceCliError):
+    """The server speaks for as many listeners as it can and refused this one a place."""
+
+
 class RemoteTurn:
     """One turn over the protocol: request ids for sentences, the in-flight window,
     timeline marks and replies."""
@@ -162,6 +166,9 @@ class RemoteTurn:
                 offset = self._offsets.pop(index, 0)
                 words = tuple(self._words.pop(index, ()))
                 return AudioChunk(index, np.zeros(0, np.float32), offset, last=True, words=words)
+            case {"type": p.ERROR, "code": p.BUSY}:
+                self._finish(message.get("request_id"))
+                raise ServerBusy(explain_error(message, self.where))
             case {"type": p.ERROR}:
                 self._finish(message.get("request_id"))
                 raise VoiceCliError(explain_error(message, self.where))

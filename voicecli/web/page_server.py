@@ -241,7 +241,8 @@ def run_web(settings: Settings, host: str, port: int, token: str | None) -> None
         llm = open_llm(settings)
         stack.callback(llm.close)
         with display.err.status("Loading the speech model…", spinner="dots"):
-            synth = make_synthesizer(settings, notify=display.note)
+            # A tab is told at once that the engine is busy, as serve's clients are.
+            synth = make_synthesizer(settings, notify=display.note, wait_for_place=False)
             stack.callback(synth.close)
             synth.warm_up()
         prepare_llm(llm)  # the embedded model loaded, or the server checked, before a tab

@@ -19,16 +19,24 @@ alone and beside each hostile client:
     flood from elsewhere comes: each fills its own share of the queue, and none of
     them may lock the healthy one out.
 
-Conditions alternate round by round (alone, non-reading, flooding, long-text,
-alone, ...) so that drift of the machine hits them alike. The server's resident
+The hostile clients run in a process of their own at the lowest priority: an attacker's
+CPU is its own machine's, and here they would otherwise take the cores the server
+needs, which no server can refuse them. Conditions alternate round by round (alone,
+non-reading, flooding, long-text, alone, ...) so that drift of the machine hits them
+alike. The server's resident
 memory is read before and after a separate flood of random requests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import multiprocessing
+import os
+import queue
 import random
+import socket
 import sys
 import threading
 import time
@@ -64,7 +72,6 @@ _CLIENT_LOG.setLevel(logging.CRITICAL)
 
 
 def connect(url: str, source: str | None = None) -> Any:
-    import socket
     from urllib.parse import urlsplit
 
     from websockets.sync.client import connect as ws_connect
@@ -135,7 +142,10 @@ class Hostile:
         self._stop.set()
         ws = self._ws
         if ws is not None:
-            ws.close_socket()
+            # shutdown wakes a send blocked on a full buffer; close_socket would wait for
+            # the lock that send holds.
+            with contextlib.suppress(OSError):
+                ws.socket.shutdown(socket.SHUT_RDWR)
         self._thread.join(30.0)
 
     def _run(self) -> None:
@@ -188,6 +198,56 @@ class Hostile:
                     continue
                 if isinstance(reply, str) and rid in reply:
                     break
+
+
+def _hostile_process(
+    kind: str, url: str, voice: str, seeds: list[int], source: str | None,
+    ready: Any, stop: Any, results: Any,
+) -> None:  # fmt: skip
+    os.nice(19)
+    hostiles = [Hostile(kind, url, voice, seed, source).start() for seed in seeds]
+    ready.set()
+    stop.wait()
+    for hostile in hostiles:
+        hostile.stop()
+    errors = sorted({h.error for h in hostiles if h.error})
+    results.put({"sent": sum(h.sent for h in hostiles), "error": errors[0] if errors else None})
+
+
+class HostileGroup:
+    """Hostile clients of one kind, one per seed, in a process of their own at the
+    lowest priority, until ``stop()`` (which returns what they sent)."""
+
+    def __init__(
+        self, kind: str, url: str, voice: str, seeds: list[int], source: str | None = None
+    ) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._ready = context.Event()
+        self._stop = context.Event()
+        self._results = context.Queue()
+        self._process = context.Process(
+            target=_hostile_process,
+            args=(kind, url, voice, seeds, source, self._ready, self._stop, self._results),
+            name=f"bench-{kind}",
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self._process.start()
+        if not self._ready.wait(60):
+            self._process.kill()
+            raise VoiceCliError("The hostile clients did not start within 60 s.")
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        try:
+            result = self._results.get(timeout=60)
+        except queue.Empty:
+            result = {"sent": 0, "error": "the hostile clients did not stop"}
+        self._process.join(5)
+        if self._process.is_alive():
+            self._process.kill()
+        return result
 
 
 def _drain(ws: Any) -> None:
@@ -270,31 +330,20 @@ def run_isolation(
         for r in range(rounds):
             for k, condition in enumerate(CONDITIONS):
                 progress(f"round {r + 1}/{rounds}: {condition}")
-                hostiles = []
+                group = None
                 if condition == "flood-20":
-                    hostiles = [
-                        Hostile("flooding", url, settings.voice, r * 100 + n, FLOOD_ADDRESS)
-                        for n in range(FLOODERS)
-                    ]
+                    seeds = [r * 100 + n for n in range(FLOODERS)]
+                    group = HostileGroup("flooding", url, settings.voice, seeds, FLOOD_ADDRESS)
                 elif condition != "alone":
-                    hostiles = [Hostile(condition, url, settings.voice, seed=r * 10 + k)]
-                for hostile in hostiles:
-                    hostile.start()
-                if hostiles:
+                    group = HostileGroup(condition, url, settings.voice, [r * 10 + k])
+                if group is not None:
+                    group.start()
                     time.sleep(ENGAGE)
                 try:
                     turn = run_turn(url, schedule, stop=threading.Event(), **options)
                 finally:
-                    for hostile in hostiles:
-                        hostile.stop()  # each hangs up at once, so one after another
-                    if hostiles:
-                        errors = sorted({h.error for h in hostiles if h.error})
-                        hostile_notes[condition].append(
-                            {
-                                "sent": sum(h.sent for h in hostiles),
-                                "error": errors[0] if errors else None,
-                            }
-                        )
+                    if group is not None:
+                        hostile_notes[condition].append(group.stop())
                 turn.pop("timeline", None)
                 turns[condition].append(turn)
                 time.sleep(BETWEEN_ROUNDS)

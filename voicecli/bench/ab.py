@@ -14,15 +14,13 @@ that ``voicecli --help`` stays fast.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import machine_info, run_header
 from voicecli.bench.metrics import DELIVERIES
 from voicecli.bench.scenarios import ScriptedReply
 from voicecli.cancel import CancelToken
@@ -333,10 +331,7 @@ def run_ab(
         measured = MeasuredSynth(synth)
         pipeline = SpeechPipeline(measured, sink)
         run: dict[str, Any] = {
-            "kind": "ab",
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "machine": machine_info(),
+            **run_header("ab"),
             "scenario": scenario,
             "text": reply.text if reply is not None else None,
             "llm": source.description,

@@ -19,18 +19,16 @@ from __future__ import annotations
 import base64
 import io
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from voicecli.audio.encode import AudioFormat
 from voicecli.bench.load import http_base, open_server, wait_for_ping
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import run_header
 from voicecli.bench.metrics import percentile
 from voicecli.errors import VoiceCliError
 
@@ -218,10 +216,7 @@ def run_api(
     first_p50 = percentile(streamed, 50)
     whole_p50 = percentile(whole, 50)
     return {
-        "kind": "api",
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": sys.argv,
-        "machine": machine_info(),
+        **run_header("api"),
         "voice": voice,
         "text_chars": len(text),
         "server": server,

@@ -37,12 +37,10 @@ import os
 import queue
 import random
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +51,7 @@ from voicecli.bench.load import (
     sentence_schedule,
     warm_up,
 )
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import run_header
 from voicecli.bench.metrics import percentile
 from voicecli.bench.scenarios import ScriptedReply
 from voicecli.errors import VoiceCliError
@@ -353,10 +351,7 @@ def run_isolation(
             memory.update(random_requests(url, random_count, settings.voice))
             memory["after_mib"] = rss_mib(pid) if pid else None
         return {
-            "kind": "isolation",
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "machine": machine_info(),
+            **run_header("isolation"),
             "scenario": scenario,
             "voice": settings.voice,
             "rounds": rounds,

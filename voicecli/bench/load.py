@@ -26,13 +26,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from voicecli import protocol as p
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import run_header
 from voicecli.bench.metrics import percentile
 from voicecli.bench.scenarios import ScriptedReply
 from voicecli.cancel import CancelToken
@@ -471,10 +470,7 @@ def run_load(
         progress("warm-up turn (not counted)")
         warmup = warm_up(url, schedule, **options)
         result: dict[str, Any] = {
-            "kind": "load",
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "machine": machine_info(),
+            **run_header("load"),
             "scenario": scenario,
             "text": reply.text,
             "tokens_per_second": tokens_per_second,

@@ -1,10 +1,12 @@
-"""What machine a benchmark ran on, recorded with every result."""
+"""What machine a benchmark ran on, recorded with every result (``run_header``: what
+every result begins with)."""
 
 from __future__ import annotations
 
 import os
 import platform
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +42,13 @@ def machine_info() -> dict[str, Any]:
         info["torch"] = torch.__version__
         info["torch_threads"] = torch.get_num_threads()
     return info
+
+
+def run_header(kind: str) -> dict[str, Any]:
+    """What every bench result begins with: its kind, when and how it was run, and where."""
+    return {
+        "kind": kind,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "machine": machine_info(),
+    }

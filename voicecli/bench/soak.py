@@ -11,19 +11,17 @@ is at most +200 MB.
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from voicecli import protocol as p
 from voicecli.bench.isolation import connect, rss_mib
 from voicecli.bench.load import http_base, open_server, wait_for_ping
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import run_header
 from voicecli.errors import VoiceCliError
 
 GOAL_MIB = 200.0
@@ -140,10 +138,7 @@ def run_soak(
         peak = max((mib for _, mib in sampler.series), default=None)
         grown = None if after is None or baseline is None else round(after - baseline, 1)
         return {
-            "kind": "soak",
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": sys.argv,
-            "machine": machine_info(),
+            **run_header("soak"),
             "voice": settings.voice,
             "seconds": round(soaked, 1),
             "idle_s": idle,

@@ -148,14 +148,19 @@ def tiny_engine(tiny_model_dir, tmp_path_factory):
     processes (as users run them: each a thin client of one engine), and by every xdist
     worker of this run, as one engine serves all of a user's terminals. Its runtime
     directory is this run's own, so other runs never share it. Stopped at the end of
-    the run (``pytest_sessionfinish``)."""
+    the run (``pytest_sessionfinish``). It speaks for as many listeners as the run has
+    workers and their processes: on a loaded machine the capacity it would find is one,
+    and tests that do not ask for it would wait for each other's place."""
 
     def start(path: Path) -> None:
         path.mkdir()
-        started = _engine(
+        started = voicecli(
             _tiny_engine_runtime(path.parent),
+            "engine",
             "start",
             *("--model-dir", str(tiny_model_dir), "--voice", "af_tiny"),
+            timeout=180,
+            env={"VOICECLI_LISTENERS": "16"},
         )
         assert started.returncode == 0, started.stderr
 

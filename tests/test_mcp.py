@@ -48,11 +48,12 @@ def mcp_session(
     return run
 
 
-def said_later(room, path, delay: float) -> threading.Thread:
-    """The user says ``path`` into the room ``delay`` seconds from now."""
+def said_later(room, path, sounded: float, quiet: float = 0.0) -> threading.Thread:
+    """The user says ``path`` into the room once the speakers have sounded ``sounded``
+    seconds, and then been quiet ``quiet`` seconds."""
 
     def say() -> None:
-        time.sleep(delay)
+        room.wait_for_speakers(sounded, quiet)
         room.say(path)
 
     thread = threading.Thread(target=say, daemon=True)
@@ -74,7 +75,7 @@ def test_an_agent_speaks_hears_the_answer_and_is_talked_over(
         assert spoken.structured_content == {"heard": "Hello there.", "interrupted": False}
 
         # Asked, then answered once the question has been said.
-        answer = said_later(room, utterances["question"], 3.0)
+        answer = said_later(room, utterances["question"], 0.3, quiet=0.5)
         asked = await session.call_tool("converse", {"text": "What would you like?"})
         answer.join()
         result = asked.structured_content
@@ -83,7 +84,7 @@ def test_an_agent_speaks_hears_the_answer_and_is_talked_over(
 
         # Talked over: the speech stops, what was heard of it is said, and the user's
         # words are the answer.
-        over = said_later(room, utterances["question"], 2.0)
+        over = said_later(room, utterances["question"], 1.0)
         began = time.monotonic()
         asked = await session.call_tool("converse", {"text": LONG, "timeout": 20})
         over.join()

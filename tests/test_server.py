@@ -433,12 +433,15 @@ def test_a_client_that_comes_during_the_warm_up_waits_for_one_of_its_passes_only
 
 # --- admission: a share each, and as many listeners as it serves in real time ---------------
 class HeldModel(StandInModel):
-    """Speaks a tenth of a second for each text once ``release`` is set."""
+    """Speaks a tenth of a second for each text once ``release`` is set; ``begun`` once
+    a text is in it."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.begun = threading.Event()
 
     def speak_steps(self, chunks, cancel=None, voice=None, speed=None):  # noqa: ANN001, ANN201
+        self.begun.set()
         self.release.wait(RECV_TIMEOUT)
         yield AudioPart(np.full(2400, 0.1, np.float32))
 
@@ -552,6 +555,7 @@ def test_the_only_place_held_by_a_flood_goes_to_one_from_elsewhere_and_stays() -
         flood = [ws_connect(running, source="127.0.0.2") for _ in range(4)]
         flood[0].send(speak("f0", "Spam."))
         flood[0].send(speak("g0", "Spam."))
+        assert model.begun.wait(RECV_TIMEOUT)  # f0 is in the model, and so is not given up
         for n, ws in enumerate(flood[1:], 1):
             ws.send(speak(f"f{n}", "Spam."))
             assert recv_control(ws)["code"] == p.BUSY

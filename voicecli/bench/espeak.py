@@ -27,7 +27,8 @@ _CALLBACK = ctypes.CFUNCTYPE(
 
 
 class Espeak:
-    """One eSpeak NG voice. eSpeak keeps its state in globals: one synthesis at a time."""
+    """One eSpeak NG voice. eSpeak keeps its state in globals: one synthesis at a time,
+    and each comes out a little different after another (even across a new start)."""
 
     _lock = threading.Lock()
 

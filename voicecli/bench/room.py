@@ -149,6 +149,47 @@ class VirtualRoom:
         started = time.monotonic()
         return subprocess.Popen(["paplay", f"--device={self.mic}", str(path)]), started
 
+    def wait_for_speakers(self, sounded: float, quiet: float = 0.0, timeout: float = 60.0) -> None:
+        """Return once the speakers have sounded for ``sounded`` seconds in all and then,
+        if ``quiet``, been silent that long: when the user would answer a question, or
+        talk over a reply, whatever the machine's load made of its timing."""
+        rate = 16_000
+        block = rate // 50
+        listener = subprocess.Popen(
+            [
+                "parec",
+                f"--device={self.speakers}.monitor",
+                f"--rate={rate}",
+                "--channels=1",
+                "--format=s16le",
+                "--latency-msec=20",
+            ],  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            loud = silent = 0.0
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                data = listener.stdout.read(block * 2) if listener.stdout else b""
+                if not data:
+                    break
+                samples = np.frombuffer(data, "<i2")
+                seconds = len(samples) / rate
+                if samples.size and np.abs(samples).max() > 300:  # about -40 dBFS
+                    loud, silent = loud + seconds, 0.0
+                else:
+                    silent += seconds
+                if loud >= sounded and silent >= quiet:
+                    return
+            raise VoiceCliError(
+                f"The speakers sounded {loud:.1f} s within {timeout:g} s, not {sounded:g} s "
+                f"and then {quiet:g} s of quiet."
+            )
+        finally:
+            listener.kill()
+            listener.wait()
+
     def close(self) -> None:
         if self.keepalive is not None:
             self.keepalive.kill()

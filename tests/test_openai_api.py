@@ -8,6 +8,7 @@ import base64
 import http.client
 import io
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -174,16 +175,27 @@ def test_models_and_voices_are_listed(api):
 
 
 def test_a_client_that_hangs_up_mid_stream_stops_its_synthesis(api):
+    """A client with a small receive window, as a slow one has: the server cannot have
+    sent the whole reply (minutes of audio) into the sockets' buffers by the time its
+    first bytes come, so the hang-up finds the synthesis still going."""
     scheduler = api.server.config.app.state.scheduler
-    long = " ".join([TEXT] * 4)
-    with httpx.Client(timeout=60) as http:
-        with http.stream(
-            "POST",
-            f"{api.http_url}/v1/audio/speech",
-            json={"model": "tts-1", "voice": "af_tiny", "input": long, "response_format": "pcm"},
-        ) as response:
-            next(response.iter_bytes())
-            assert scheduler.clients == 1
+    body = json.dumps(
+        {"model": "tts-1", "voice": "af_tiny", "input": " ".join([TEXT] * 12)[:4096],
+         "response_format": "pcm"}
+    ).encode()  # fmt: skip
+    url = httpx.URL(api.http_url)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(60)
+    sock.connect((url.host, url.port))
+    head = (
+        f"POST /v1/audio/speech HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body)
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    assert scheduler.clients == 1
+    sock.close()
     hung_up = time.monotonic()
     while scheduler.clients:
         assert time.monotonic() - hung_up < 1.0, "its synthesis went on"

@@ -586,12 +586,14 @@ def test_a_client_that_stops_reading_keeps_no_place_from_one_that_reads() -> Non
 
 def test_a_flood_of_messages_is_read_at_its_rate_and_others_are_answered_at_once() -> None:
     """Messages are read at a bounded rate per connection and per address, however many
-    connections a flood comes on; another address's client is answered as soon as ever."""
+    connections a flood comes on, and a refused one costs ``refusal_cost`` of it; another
+    address's client is answered as soon as ever."""
     running = serve(
         PacedModel(part_seconds=0.001),
         messages_per_second=200.0,
         message_burst=20,
         address_messages_per_second=300.0,
+        refusal_cost=4.0,
     )
     bad = json.dumps({"v": 1, "type": "nonsense"})
     try:
@@ -599,7 +601,7 @@ def test_a_flood_of_messages_is_read_at_its_rate_and_others_are_answered_at_once
         began = time.monotonic()
 
         def send_all(ws: Any) -> None:
-            for _ in range(200):
+            for _ in range(100):
                 ws.send(bad)
 
         senders = [threading.Thread(target=send_all, args=(ws,)) for ws in flood]
@@ -612,9 +614,10 @@ def test_a_flood_of_messages_is_read_at_its_rate_and_others_are_answered_at_once
             frames, done = collect(healthy, "h")
             assert done["type"] == "sentence_done" and time.monotonic() - asked < 0.5
         for ws in flood:
-            assert all(recv_control(ws)["code"] == p.UNKNOWN_TYPE for _ in range(200))
-        # 600 messages of one address at 300 a second, after a burst of 20.
-        assert time.monotonic() - began >= (600 - 20) / 300 * 0.9
+            assert all(recv_control(ws)["code"] == p.UNKNOWN_TYPE for _ in range(100))
+        # 300 refused messages of one address, 1200 messages' worth at 300 a second, after
+        # a burst of 20.
+        assert time.monotonic() - began >= (300 * 4 - 20) / 300 * 0.9
         for sender in senders:
             sender.join()
         for ws in flood:

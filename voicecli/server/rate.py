@@ -2,7 +2,9 @@
 client address, so that a flood of messages, however many connections it comes on,
 costs the server a bounded share of its CPU; the model's share stays with the
 listeners. A client past its rate is simply read later: its sends back up in TCP, and
-nothing it sent is dropped."""
+nothing it sent is dropped. A message the server refuses costs more than one it takes
+(``Limits.refusal_cost``): a client that sends nonsense, or asks for what it cannot
+have, is read that much more slowly, and a well-behaved one at its full rate."""
 
 from __future__ import annotations
 
@@ -22,12 +24,12 @@ class Bucket:
         self._tokens = burst
         self._at = time.monotonic()
 
-    def delay(self) -> float:
-        """Take one message's token; how long to wait before reading it."""
+    def delay(self, cost: float = 1.0) -> float:
+        """Take ``cost`` messages' tokens; how long to wait before reading the next."""
         now = time.monotonic()
         self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
         self._at = now
-        self._tokens -= 1.0
+        self._tokens -= cost
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
 
 
@@ -51,8 +53,8 @@ class MessageRates:
         return bucket
 
 
-async def paced(*buckets: Bucket) -> None:
-    """Wait until every bucket lets one more message be read."""
-    wait = max(bucket.delay() for bucket in buckets)
+async def paced(*buckets: Bucket, cost: float = 1.0) -> None:
+    """Wait until every bucket lets ``cost`` more messages be read."""
+    wait = max(bucket.delay(cost) for bucket in buckets)
     if wait > 0:
         await asyncio.sleep(wait)

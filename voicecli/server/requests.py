@@ -42,6 +42,9 @@ class Limits:
     messages_per_second: float = 50.0
     message_burst: int = 100
     address_messages_per_second: float = 400.0
+    # What a refused message costs of those rates, in messages: refusing is work the
+    # server does for nothing, and a client asking for what it cannot have is read slower.
+    refusal_cost: float = 8.0
     max_text_chars: int = 2000  # per speak
     send_queue_frames: int = 32  # audio frames buffered per connection
     frame_samples: int = 4800  # per audio frame (a fifth of a second): cancel's granularity

@@ -41,16 +41,18 @@ class WebSocketConnection:
         own = Bucket(self.limits.messages_per_second, self.limits.message_burst)
         shared = self.rates.of(peer)
         sender = asyncio.create_task(self._send_loop())
+        cost = 1.0
         try:
             while not self.outbox.closed:
-                await paced(own, shared)
+                await paced(own, shared, cost=cost)
                 message = await self.ws.receive()
                 if message["type"] == "websocket.disconnect":
                     break
                 data = message.get("text")
                 if data is None:
                     data = message.get("bytes") or b""
-                self._reply_to(data)
+                refused = self._reply_to(data)
+                cost = self.limits.refusal_cost if refused else 1.0
         finally:
             self.scheduler.leave(self.listener)
             self.outbox.close()
@@ -60,14 +62,17 @@ class WebSocketConnection:
             except asyncio.CancelledError:
                 pass
 
-    def _reply_to(self, data: str | bytes) -> None:
+    def _reply_to(self, data: str | bytes) -> bool:
+        """Handle one message; whether it was refused."""
         try:
             self._handle(p.decode_client_message(data))
         except p.ProtocolError as exc:
             self._error(exc.code, exc.message, exc.request_id)
+            return True
         except Exception as exc:  # noqa: BLE001 - a bug must not end the session
             log.warning("could not handle a client message: %r", exc)
             self._error(p.SERVER_ERROR, f"the server could not handle this message ({exc!r})")
+        return False
 
     def _error(self, code: str, message: str, request_id: str | None = None) -> None:
         self.outbox.put_control(

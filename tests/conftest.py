@@ -134,8 +134,10 @@ def fresh_capture(capture_device) -> tuple[str, Path]:
     return device, path
 
 
-def _engine(runtime: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return voicecli(runtime, "engine", *args, timeout=timeout)
+def _engine(
+    runtime: Path, *args: str, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return voicecli(runtime, "engine", *args, timeout=timeout, env=env or {})
 
 
 def _tiny_engine_runtime(root: Path) -> Path:
@@ -154,12 +156,10 @@ def tiny_engine(tiny_model_dir, tmp_path_factory):
 
     def start(path: Path) -> None:
         path.mkdir()
-        started = voicecli(
+        started = _engine(
             _tiny_engine_runtime(path.parent),
-            "engine",
             "start",
             *("--model-dir", str(tiny_model_dir), "--voice", "af_tiny"),
-            timeout=180,
             env={"VOICECLI_LISTENERS": "16"},
         )
         assert started.returncode == 0, started.stderr

@@ -160,18 +160,47 @@ def test_a_deep_queue_and_a_long_text_share_the_model_in_turns() -> None:
 
 def test_a_text_stage_and_the_first_part_after_it_are_separate_turns() -> None:
     # A phrase's text stages take up to 0.6 s on the real weights: run with its first
-    # part, they would make anyone who arrives meanwhile wait for both.
+    # part, they would make anyone who arrives meanwhile wait for both, though a has
+    # audio in hand and b has none.
     model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
+    model.aheads = [1.0, 0.0]
     running = serve(model)
     try:
         with ws_connect(running) as a, ws_connect(running) as b:
+            a.send(speak("a0", "1 a"))
+            collect(a, "a0")  # a's speaker now exists, with audio in hand
+            with model.lock:
+                model.log.clear()
             a.send(speak("a", "2 a"))
+            time.sleep(0.1)
             b.send(speak("b", "2 b"))  # while a's text stage runs
             for ws, name in ((a, "a"), (b, "b")):
                 frames, done = collect(ws, name)
                 assert done["type"] == "sentence_done" and len(frames) == 2
             with model.lock:
-                assert model.log[:3] == ["prepare 2 a", "prepare 2 b", "2 a"], model.log
+                # b, silent and prepared, goes before a, who has audio in hand.
+                assert model.log[:3] == ["prepare 2 a", "prepare 2 b", "2 b"], model.log
+    finally:
+        running.stop()
+
+
+def test_between_two_silent_clients_the_part_after_a_text_stage_goes_first() -> None:
+    # Neither has audio: a's part is one pass from a's first sound, b's is a text stage
+    # and a part away, and b's first sound comes no later for waiting for a's part.
+    # Flooding clients that ask for "Hi." again and again are silent at each request:
+    # the part after a healthy client's text stage went behind one of theirs.
+    model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
+    running = serve(model)
+    try:
+        with ws_connect(running) as a, ws_connect(running) as b:
+            a.send(speak("a", "2 a"))
+            time.sleep(0.1)
+            b.send(speak("b", "2 b"))  # while a's text stage runs
+            for ws, name in ((a, "a"), (b, "b")):
+                frames, done = collect(ws, name)
+                assert done["type"] == "sentence_done" and len(frames) == 2
+            with model.lock:
+                assert model.log[:3] == ["prepare 2 a", "2 a", "prepare 2 b"], model.log
     finally:
         running.stop()
 

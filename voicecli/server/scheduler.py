@@ -11,7 +11,7 @@ of the server in turn.
   ``Limits.shared_part_seconds`` of decoding where a pause allows, while others wait or
   while the listener has ``Limits.short_parts_ahead`` of audio in hand anyway; and a
   phrase's text stages and its first part are two passes, which go together unless
-  another listener has no audio at all.
+  another listener has no audio at all while this one has some.
 * Text becomes phonemes on a thread of its own, as requests arrive, so that one
   client's text processing never waits behind another's synthesis.
 * The worker adds audio to a listener's outbox only while the client keeps reading it.
@@ -443,12 +443,16 @@ class Scheduler:
             ready.append((max(queued, unread), listener, job))
         if not ready:
             return None
-        # A text stage and the first part after it go together, unless someone has run
-        # out of audio (or never had any): only they cannot wait for both.
+        # A text stage and the first part after it go together, unless someone else has
+        # run out of audio (or never had any) while this listener has some in hand: only
+        # they cannot wait for both. Between two silent listeners, the part goes first,
+        # as it is one pass from sound, where the other is a text stage and a part.
         after = [item for item in ready if item[1] is self._prepared]
         silent = any(item[0] <= 0.0 for item in ready if item[1] is not self._prepared)
         queued, listener, job = (
-            after[0] if after and not silent else min(ready, key=lambda item: item[0])
+            after[0]
+            if after and (after[0][0] <= 0.0 or not silent)
+            else min(ready, key=lambda item: item[0])
         )  # min: the first of equals
         self._listeners.remove(listener)
         self._listeners.append(listener)  # whoever goes now goes last among equals

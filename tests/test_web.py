@@ -30,6 +30,7 @@ from voicecli.config import Settings
 from voicecli.llm.openai_chat import OpenAIChat
 from voicecli.server.run import bind
 from voicecli.web import messages as m
+from voicecli.web import page_server
 from voicecli.web.page_server import WebApp, is_loopback, web_server
 
 REPLY = (
@@ -284,6 +285,35 @@ def test_bad_messages_get_one_error_each_and_the_tab_lives_on(tiny_synth, tiny_m
             assert receive_json(ws, m.ERROR)["code"] == code, bad
         ws.send(json.dumps({"type": "ask", "text": "still there?"}))
         assert receive_json(ws, m.TURN)["question"] == "still there?"
+
+
+def test_a_tab_that_floods_is_read_at_its_rate_and_another_is_answered_at_once(
+    tiny_synth, tiny_model_dir
+):
+    # Each question starts an LLM request: unpaced, a tab could send hundreds a second.
+    sent = 40
+    with (
+        serving(tiny_synth, tiny_model_dir, REPLY) as web,
+        connect(web.ws_url) as flood,
+        connect(web.ws_url) as other,
+    ):
+        receive_json(flood, m.HELLO)
+        receive_json(other, m.HELLO)
+        began = time.monotonic()
+        for _ in range(sent):
+            flood.send("not json")
+        other.send(json.dumps({"type": "ask", "text": "still there?"}))
+        assert receive_json(other, m.TURN)["question"] == "still there?"
+        assert time.monotonic() - began < 2.0
+        answered = []
+        while len(answered) < sent:
+            answered.append((receive_json(flood, m.ERROR, timeout=20.0), time.monotonic()))
+        # Its burst at once, the rest at its rate, a refusal counting as eight: nothing
+        # it sent is dropped, and it takes seconds, not a moment.
+        limits = page_server.TAB_RATE
+        at_once = limits.message_burst / limits.refusal_cost
+        least = (sent - at_once - 1) * limits.refusal_cost / limits.messages_per_second
+        assert answered[-1][1] - began >= 0.8 * least, (answered[-1][1] - began, least)
 
 
 def test_an_oversized_frame_closes_the_connection(tiny_synth, tiny_model_dir):

@@ -38,6 +38,8 @@ from voicecli.frames import Synthesizer
 from voicecli.llm.contract import LLM
 from voicecli.llm.open import open_llm
 from voicecli.server.guard import Guard, GuardMiddleware, Scope, is_loopback
+from voicecli.server.rate import Bucket, paced
+from voicecli.server.requests import Limits
 from voicecli.server.run import bind, uvicorn_config
 from voicecli.speech import make_synthesizer
 from voicecli.web import messages as m
@@ -49,6 +51,11 @@ STALL_TIMEOUT = 30.0  # seconds a tab may play nothing with audio waiting (the s
 # Bytes queued for a tab and not yet taken by its socket: far above what backpressure
 # lets through (10 s of audio is 480 kB), so only a tab that stopped reading meets it.
 MAX_BACKLOG_BYTES = 4 << 20
+# A tab's messages are read at a `voicecli serve` connection's rate, a refused one
+# counting as several (``server.rate``): the page reports what it played a few dozen
+# times a second, and a tab that floods (each question starts an LLM request) is read
+# later, its other tabs' as before.
+TAB_RATE = Limits()
 TOKEN_COOKIE = "voicecli_token"
 POLICY_VIOLATION = 1008  # WebSocket close code
 _FILES = {
@@ -185,18 +192,23 @@ class WebApp:
         )
         tab = Tab(self.settings, self.synth, self.llm, link, stall_timeout=self.stall_timeout)
         self.tabs.add(tab)
+        rate = Bucket(TAB_RATE.messages_per_second, TAB_RATE.message_burst)
+        cost = 1.0
         try:
             while not link.closed:
+                await paced(rate, cost=cost)
                 data = await ws.receive()
                 if data["type"] == "websocket.disconnect":
                     break
                 raw = data.get("text")
                 if raw is None:
                     raw = data.get("bytes") or b""
+                cost = 1.0
                 try:
                     tab.handle(m.parse_page_message(raw))
                 except p.ProtocolError as exc:
                     link.send_text(m.message(m.ERROR, code=exc.code, message=exc.message))
+                    cost = TAB_RATE.refusal_cost
         except WebSocketDisconnect:
             pass
         finally:

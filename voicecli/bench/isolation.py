@@ -19,9 +19,10 @@ alone and beside each hostile client:
     flood from elsewhere comes: each fills its own share of the queue, and none of
     them may lock the healthy one out.
 
-The hostile clients run in a process of their own at the lowest priority: an attacker's
-CPU is its own machine's, and here they would otherwise take the cores the server
-needs, which no server can refuse them. Conditions alternate round by round (alone,
+The hostile clients run in a process of their own at the lowest priority, each with a
+small send buffer: an attacker's CPU is its own machine's, and here they would otherwise
+take the cores the server needs, which no server can refuse them, or write megabytes
+ahead of what the server reads. Conditions alternate round by round (alone,
 non-reading, flooding, long-text, alone, ...) so that drift of the machine hits them
 alike. The server's resident
 memory is read before and after a separate flood of random requests.
@@ -62,6 +63,7 @@ FLOOD_ADDRESS = "127.0.0.2"  # another loopback address: another client address 
 ENGAGE = 1.0  # s a hostile client runs before the healthy turn starts
 BETWEEN_ROUNDS = 1.0  # s between rounds, so one round's tail is not the next one's start
 LONG_TEXT_CHARS = 2000  # under the server's limit, and with no sentence break
+HOSTILE_SEND_BUFFER_BYTES = 16 * 1024  # per hostile connection (``connect``)
 VOICES = ("jf_alpha", "af_heart", "../voices/x", "a" * 80, "jf_alpha:1e300", "", "x+y+z")
 
 
@@ -74,10 +76,14 @@ def connect(url: str, source: str | None = None) -> Any:
 
     from websockets.sync.client import connect as ws_connect
 
-    sock = None
-    if source is not None:
-        parts = urlsplit(url)
-        sock = socket.create_connection((parts.hostname, parts.port), source_address=(source, 0))
+    parts = urlsplit(url)
+    address = None if source is None else (source, 0)
+    sock = socket.create_connection((parts.hostname, parts.port), source_address=address)
+    # What the server has not read yet waits in a small buffer, as on an attacker's own
+    # machine, where Linux would otherwise let the client write megabytes ahead, and
+    # spend this machine's cores making them: the server sees the same either way, a
+    # client with more to send than it reads.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, HOSTILE_SEND_BUFFER_BYTES)
 
     # No keepalive thread: a client that stops reading would have it log a traceback
     # when the server stops answering; the non-reading client pings by hand instead.

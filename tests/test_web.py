@@ -310,7 +310,7 @@ def test_a_tab_that_floods_is_read_at_its_rate_and_another_is_answered_at_once(
             answered.append((receive_json(flood, m.ERROR, timeout=20.0), time.monotonic()))
         # Its burst at once, the rest at its rate, a refusal counting as eight: nothing
         # it sent is dropped, and it takes seconds, not a moment.
-        limits = page_server.TAB_RATE
+        limits = page_server.TAB_LIMITS
         at_once = limits.message_burst / limits.refusal_cost
         least = (sent - at_once - 1) * limits.refusal_cost / limits.messages_per_second
         assert answered[-1][1] - began >= 0.8 * least, (answered[-1][1] - began, least)

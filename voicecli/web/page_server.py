@@ -54,8 +54,8 @@ MAX_BACKLOG_BYTES = 4 << 20
 # A tab's messages are read at a `voicecli serve` connection's rate, a refused one
 # counting as several (``server.rate``): the page reports what it played a few dozen
 # times a second, and a tab that floods (each question starts an LLM request) is read
-# later, its other tabs' as before.
-TAB_RATE = Limits()
+# later, while the other tabs are read as before.
+TAB_LIMITS = Limits()
 TOKEN_COOKIE = "voicecli_token"
 POLICY_VIOLATION = 1008  # WebSocket close code
 _FILES = {
@@ -192,7 +192,7 @@ class WebApp:
         )
         tab = Tab(self.settings, self.synth, self.llm, link, stall_timeout=self.stall_timeout)
         self.tabs.add(tab)
-        rate = Bucket(TAB_RATE.messages_per_second, TAB_RATE.message_burst)
+        rate = Bucket(TAB_LIMITS.messages_per_second, TAB_LIMITS.message_burst)
         cost = 1.0
         try:
             while not link.closed:
@@ -208,7 +208,7 @@ class WebApp:
                     tab.handle(m.parse_page_message(raw))
                 except p.ProtocolError as exc:
                     link.send_text(m.message(m.ERROR, code=exc.code, message=exc.message))
-                    cost = TAB_RATE.refusal_cost
+                    cost = TAB_LIMITS.refusal_cost
         except WebSocketDisconnect:
             pass
         finally:

@@ -53,8 +53,22 @@ class MessageRates:
         return bucket
 
 
-async def paced(*buckets: Bucket, cost: float = 1.0) -> None:
-    """Wait until every bucket lets ``cost`` more messages be read."""
-    wait = max(bucket.delay(cost) for bucket in buckets)
-    if wait > 0:
-        await asyncio.sleep(wait)
+class Pace:
+    """The reads of one client's messages: each waits until every bucket lets it be
+    read, and the read after a message the server refused costs ``refusal_cost``."""
+
+    def __init__(self, *buckets: Bucket, refusal_cost: float) -> None:
+        self._buckets = buckets
+        self._refusal_cost = refusal_cost
+        self._cost = 1.0
+
+    async def wait(self) -> None:
+        """Wait until the next message may be read."""
+        wait = max(bucket.delay(self._cost) for bucket in self._buckets)
+        self._cost = 1.0
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    def refused(self) -> None:
+        """The message just read was refused."""
+        self._cost = self._refusal_cost

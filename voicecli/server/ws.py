@@ -17,7 +17,7 @@ from starlette.websockets import WebSocket
 from voicecli import protocol as p
 from voicecli.server.guard import peer_of
 from voicecli.server.outbox import OutAudio, Outbox
-from voicecli.server.rate import Bucket, MessageRates, paced
+from voicecli.server.rate import Bucket, MessageRates, Pace
 from voicecli.server.requests import parse_speak
 from voicecli.server.scheduler import Job, Scheduler
 
@@ -39,20 +39,19 @@ class WebSocketConnection:
         peer, remote = peer_of(self.ws.scope)
         self.listener = self.scheduler.listener(self.outbox, peer, remote)
         own = Bucket(self.limits.messages_per_second, self.limits.message_burst)
-        shared = self.rates.of(peer)
+        pace = Pace(own, self.rates.of(peer), refusal_cost=self.limits.refusal_cost)
         sender = asyncio.create_task(self._send_loop())
-        cost = 1.0
         try:
             while not self.outbox.closed:
-                await paced(own, shared, cost=cost)
+                await pace.wait()
                 message = await self.ws.receive()
                 if message["type"] == "websocket.disconnect":
                     break
                 data = message.get("text")
                 if data is None:
                     data = message.get("bytes") or b""
-                refused = self._reply_to(data)
-                cost = self.limits.refusal_cost if refused else 1.0
+                if self._reply_to(data):
+                    pace.refused()
         finally:
             self.scheduler.leave(self.listener)
             self.outbox.close()

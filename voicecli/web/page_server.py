@@ -38,7 +38,7 @@ from voicecli.frames import Synthesizer
 from voicecli.llm.contract import LLM
 from voicecli.llm.open import open_llm
 from voicecli.server.guard import Guard, GuardMiddleware, Scope, is_loopback
-from voicecli.server.rate import Bucket, paced
+from voicecli.server.rate import Bucket, Pace
 from voicecli.server.requests import Limits
 from voicecli.server.run import bind, uvicorn_config
 from voicecli.speech import make_synthesizer
@@ -192,23 +192,24 @@ class WebApp:
         )
         tab = Tab(self.settings, self.synth, self.llm, link, stall_timeout=self.stall_timeout)
         self.tabs.add(tab)
-        rate = Bucket(TAB_LIMITS.messages_per_second, TAB_LIMITS.message_burst)
-        cost = 1.0
+        pace = Pace(
+            Bucket(TAB_LIMITS.messages_per_second, TAB_LIMITS.message_burst),
+            refusal_cost=TAB_LIMITS.refusal_cost,
+        )
         try:
             while not link.closed:
-                await paced(rate, cost=cost)
+                await pace.wait()
                 data = await ws.receive()
                 if data["type"] == "websocket.disconnect":
                     break
                 raw = data.get("text")
                 if raw is None:
                     raw = data.get("bytes") or b""
-                cost = 1.0
                 try:
                     tab.handle(m.parse_page_message(raw))
                 except p.ProtocolError as exc:
                     link.send_text(m.message(m.ERROR, code=exc.code, message=exc.message))
-                    cost = TAB_LIMITS.refusal_cost
+                    pace.refused()
         except WebSocketDisconnect:
             pass
         finally:

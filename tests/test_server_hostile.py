@@ -158,17 +158,17 @@ def test_a_deep_queue_and_a_long_text_share_the_model_in_turns() -> None:
         running.stop()
 
 
-def test_a_text_stage_and_the_first_part_after_it_are_separate_turns() -> None:
-    # A phrase's text stages take up to 0.6 s on the real weights: run with its first
-    # part, they would make anyone who arrives meanwhile wait for both, though a has
-    # audio in hand and b has none.
-    model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
-    model.aheads = [1.0, 0.0]
+def order_of_two(model: PacedModel, warmed: str = "") -> list[str]:
+    """The model's log for a's "2 a" and b's "2 b", b's sent while a's text stage runs,
+    after a turn of "1" for each client named in ``warmed`` (so that its speaker exists,
+    with the audio in hand ``model.aheads`` gives it)."""
     running = serve(model)
     try:
         with ws_connect(running) as a, ws_connect(running) as b:
-            a.send(speak("a0", "1 a"))
-            collect(a, "a0")  # a's speaker now exists, with audio in hand
+            for ws, name in ((a, "a"), (b, "b")):
+                if name in warmed:
+                    ws.send(speak(name + "0", "1 " + name))
+                    collect(ws, name + "0")
             with model.lock:
                 model.log.clear()
             a.send(speak("a", "2 a"))
@@ -178,10 +178,20 @@ def test_a_text_stage_and_the_first_part_after_it_are_separate_turns() -> None:
                 frames, done = collect(ws, name)
                 assert done["type"] == "sentence_done" and len(frames) == 2
             with model.lock:
-                # b, silent and prepared, goes before a, who has audio in hand.
-                assert model.log[:3] == ["prepare 2 a", "prepare 2 b", "2 b"], model.log
+                return list(model.log)
     finally:
         running.stop()
+
+
+def test_a_text_stage_and_the_first_part_after_it_are_separate_turns() -> None:
+    # A phrase's text stages take up to 0.6 s on the real weights: run with its first
+    # part, they would make anyone who arrives meanwhile wait for both, though a has
+    # audio in hand and b has none.
+    model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
+    model.aheads = [1.0, 0.0]
+    log = order_of_two(model, warmed="a")
+    # b, silent and prepared, goes before a, who has audio in hand.
+    assert log[:3] == ["prepare 2 a", "prepare 2 b", "2 b"], log
 
 
 def test_between_two_silent_clients_the_part_after_a_text_stage_goes_first() -> None:
@@ -189,43 +199,16 @@ def test_between_two_silent_clients_the_part_after_a_text_stage_goes_first() -> 
     # and a part away, and b's first sound comes no later for waiting for a's part.
     # Flooding clients that ask for "Hi." again and again are silent at each request:
     # the part after a healthy client's text stage went behind one of theirs.
-    model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
-    running = serve(model)
-    try:
-        with ws_connect(running) as a, ws_connect(running) as b:
-            a.send(speak("a", "2 a"))
-            time.sleep(0.1)
-            b.send(speak("b", "2 b"))  # while a's text stage runs
-            for ws, name in ((a, "a"), (b, "b")):
-                frames, done = collect(ws, name)
-                assert done["type"] == "sentence_done" and len(frames) == 2
-            with model.lock:
-                assert model.log[:3] == ["prepare 2 a", "2 a", "prepare 2 b"], model.log
-    finally:
-        running.stop()
+    log = order_of_two(PacedModel(part_seconds=0.05, prepare_seconds=0.3))
+    assert log[:3] == ["prepare 2 a", "2 a", "prepare 2 b"], log
 
 
 def test_a_text_stage_is_followed_by_its_part_when_nobody_is_silent() -> None:
     model = PacedModel(part_seconds=0.05, prepare_seconds=0.3)
     model.aheads = [1.0, 0.5]  # both have audio in hand; b less
-    running = serve(model)
-    try:
-        with ws_connect(running) as a, ws_connect(running) as b:
-            for ws, name in ((a, "a"), (b, "b")):
-                ws.send(speak(name + "0", "1 " + name))
-                collect(ws, name + "0")
-            with model.lock:
-                model.log.clear()
-            a.send(speak("a", "2 a"))
-            time.sleep(0.1)
-            b.send(speak("b", "2 b"))  # while a's text stage runs
-            for ws, name in ((a, "a"), (b, "b")):
-                collect(ws, name)
-            with model.lock:
-                # Least queued alone would have let b in between: b has less queued.
-                assert model.log[:2] == ["prepare 2 a", "2 a"], model.log
-    finally:
-        running.stop()
+    log = order_of_two(model, warmed="ab")
+    # Least queued alone would have let b in between: b has less queued.
+    assert log[:2] == ["prepare 2 a", "2 a"], log
 
 
 @pytest.mark.parametrize("ahead, short", [(0.0, False), (5.0, True)])
